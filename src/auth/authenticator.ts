@@ -1,0 +1,45 @@
+/**
+ * Resolves a presented service key to its tenant: inline keys from SERVICE_KEYS first (held as hashes in memory),
+ * then the key store. Raw keys are hashed immediately and never kept.
+ */
+import type { IncomingHttpHeaders } from 'node:http'
+import { gatewayError } from '../errors.js'
+import type { Plan, Tenant } from '../types.js'
+import { hashKey, sameHash, tenantIdFor } from './service-keys.js'
+
+export interface KeyLookup {
+  lookup(hash: string): Tenant | undefined
+}
+
+export class Authenticator {
+  readonly #inline = new Map<string, Plan>()
+  readonly #stored: KeyLookup
+
+  constructor(opts: { inlineKeys: ReadonlyMap<string, Plan>; stored: KeyLookup }) {
+    for (const [key, plan] of opts.inlineKeys) this.#inline.set(hashKey(key), plan)
+    this.#stored = opts.stored
+  }
+
+  /** Header names are case-insensitive (node lower-cases them): `serviceKey`, alias `x-service-key`. */
+  static presentedKey(headers: IncomingHttpHeaders): string | undefined {
+    const v = headers['servicekey'] ?? headers['x-service-key']
+    const key = Array.isArray(v) ? v[0] : v
+    return key === undefined || key === '' ? undefined : key
+  }
+
+  authenticate(headers: IncomingHttpHeaders): Tenant {
+    const key = Authenticator.presentedKey(headers)
+    if (key === undefined) throw gatewayError('missing_service_key')
+    const hash = hashKey(key)
+    let inlinePlan: Plan | undefined
+    for (const [h, plan] of this.#inline) {
+      // Every inline hash is compared in constant time and the loop never stops early, so the time taken does not
+      // depend on which key (if any) matched.
+      if (sameHash(h, hash)) inlinePlan = plan
+    }
+    if (inlinePlan !== undefined) return { id: tenantIdFor(hash), plan: inlinePlan }
+    const tenant = this.#stored.lookup(hash)
+    if (tenant === undefined) throw gatewayError('invalid_service_key')
+    return tenant
+  }
+}

@@ -1,0 +1,24 @@
+/** The `_metadata` object: all three groups always present; values known before the upstream call. */
+import type { Tokens } from '../types.js'
+
+export interface RagSource {
+  file_id: string
+  filename: string
+  chunk_index: number
+  score: number
+}
+
+export interface Metadata {
+  memory: { sessionId: string | null; historyMessages: number; recalledMessages: number }
+  rag: { enabled: boolean; resultsFound: number; query: string | null; sources: RagSource[] }
+  context: {
+    totalTokens: Tokens
+    /** Messages sent upstream besides the retrieved-context and recall blocks: request messages + history included. */
+    includedMessages: number
+    includedChunks: number
+    truncated: boolean
+    /** The window the packer used (after the vendor margin and learned correction) and the reply reserve. */
+    window: Tokens
+    reserved: Tokens
+  }
+}

@@ -1,0 +1,126 @@
+/**
+ * Builds what goes upstream for one chat: the session's history, the caller's retrieved file chunks and the request,
+ * packed into the model's window with exact token counts, plus `_metadata`. Also saves completed exchanges.
+ * Each step is a small function of its inputs; this module only wires them.
+ */
+import type { ChatMessage, Tenant, Tokens } from '../types.js'
+import type { TokenCounter } from '../context/tokenizer.js'
+import { pack } from '../context/packer.js'
+import type { SessionRepo } from '../storage/session-repo.js'
+import type { ModelCatalog } from '../upstream/model-catalog.js'
+import type { KnowledgeBase, SearchHit } from '../rag/knowledge-base.js'
+import { renderContextMessage } from '../rag/knowledge-base.js'
+import type { ChatPlanner, PreparedChat } from './handler.js'
+import type { Metadata } from './metadata.js'
+import type { Usage } from './relay-stream.js'
+import type { ChatRequest } from './validate.js'
+
+export interface PlannerOptions {
+  counter: TokenCounter
+  sessions: SessionRepo
+  knowledge: KnowledgeBase
+  catalog: ModelCatalog
+  defaultContextLength: Tokens
+  defaultMaxTokens: Tokens
+  maxHistoryMessages: number
+  ragBudgetShare: number
+  ragMaxTokens: Tokens
+  ragTopK: number
+}
+
+/** Leading system messages stay first; everything from the first non-system message on keeps its order. */
+export function splitRequest(messages: ChatMessage[]): { system: ChatMessage[]; other: ChatMessage[] } {
+  let i = 0
+  while (i < messages.length && messages[i]?.role === 'system') i++
+  return { system: messages.slice(0, i), other: messages.slice(i) }
+}
+
+/** The retrieval query: `ragQuery`, else the last user message. */
+export function retrievalQuery(req: ChatRequest): string | undefined {
+  if (req.ragQuery !== undefined) return req.ragQuery
+  for (let i = req.messages.length - 1; i >= 0; i--) {
+    const m = req.messages[i]
+    if (m?.role === 'user' && m.content.trim() !== '') return m.content
+  }
+  return undefined
+}
+
+export class Planner implements ChatPlanner {
+  readonly #o: PlannerOptions
+
+  constructor(o: PlannerOptions) {
+    this.#o = o
+  }
+
+  async prepare(tenant: Tenant, req: ChatRequest, opts: { authorization: string }): Promise<PreparedChat> {
+    const o = this.#o
+    const window = (await o.catalog.contextLength(req.model, opts.authorization)) ?? o.defaultContextLength
+    const usable = o.counter.usableWindow(req.model, window)
+    const reserve = req.maxTokens ?? Math.min(o.defaultMaxTokens, Math.floor(usable / 4))
+    const { system, other } = splitRequest(req.messages)
+
+    const history = req.sessionId === undefined ? [] : o.sessions.history(tenant.id, req.sessionId, o.maxHistoryMessages)
+
+    const query = req.useRAG ? retrievalQuery(req) : undefined
+    let hits: SearchHit[] = []
+    if (query !== undefined) hits = await o.knowledge.search(tenant.id, query, o.ragTopK)
+
+    const model = req.model
+    const result = pack({
+      window: usable,
+      reserve,
+      requestSystem: system,
+      requestOther: other,
+      history,
+      maxHistoryMessages: o.maxHistoryMessages,
+      retrieval:
+        hits.length === 0
+          ? undefined
+          : {
+              candidates: hits,
+              budget: Math.min(o.ragMaxTokens, Math.floor(usable * o.ragBudgetShare)),
+              render: (selected) => renderContextMessage(selected.map((i) => hits[i] as SearchHit)),
+            },
+      messageTokens: (m) => o.counter.messageTokens(m, model),
+      historyMessageTokens: (m) => o.counter.messageTokensFromContent(m.role, m.tokens, model),
+      chatOverhead: o.counter.chatOverhead(model),
+    })
+
+    const usedHits = result.selectedChunks.map((i) => hits[i] as SearchHit)
+    const metadata: Metadata = {
+      memory: { sessionId: req.sessionId ?? null, historyMessages: result.includedHistory, recalledMessages: 0 },
+      rag: {
+        enabled: req.useRAG,
+        resultsFound: hits.length,
+        query: query ?? null,
+        sources: usedHits.map((h) => ({
+          file_id: h.file_id,
+          filename: h.filename,
+          chunk_index: h.chunk_index,
+          score: h.score,
+        })),
+      },
+      context: {
+        totalTokens: result.totalTokens,
+        includedMessages: req.messages.length + result.includedHistory,
+        includedChunks: result.includedChunks,
+        truncated: result.truncated,
+        window: usable,
+        reserved: reserve,
+      },
+    }
+    return { messages: result.messages, metadata, countedTokens: result.totalTokens }
+  }
+
+  async save(tenant: Tenant, req: ChatRequest, reply: string): Promise<void> {
+    if (req.sessionId === undefined) return
+    const toSave: ChatMessage[] = req.messages.filter((m) => m.role !== 'system')
+    toSave.push({ role: 'assistant', content: reply })
+    await this.#o.sessions.appendExchange(tenant.id, req.sessionId, toSave)
+  }
+
+  observeUsage(model: string, counted: Tokens, usage: Usage | undefined): void {
+    const reported = usage?.prompt_tokens
+    if (typeof reported === 'number' && reported > 0 && counted > 0) this.#o.counter.observe(model, counted, reported)
+  }
+}

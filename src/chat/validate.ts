@@ -1,0 +1,131 @@
+/**
+ * Validation of a chat completion body. Every field the contract names is checked and a failure names it in `param`
+ * (`messages[2].content`). What passes becomes a `ChatRequest`; everything else in the body is kept verbatim in
+ * `passthrough` for the upstream, minus the four gateway extensions, which never leave the gateway.
+ */
+import { invalidParam, gatewayError } from '../errors.js'
+import type { ChatMessage, Role } from '../types.js'
+
+export interface ChatRequest {
+  model: string
+  messages: ChatMessage[]
+  stream: boolean
+  maxTokens: number | undefined
+  sessionId: string | undefined
+  saveToMemory: boolean
+  useRAG: boolean
+  ragQuery: string | undefined
+  /** The client asked for the usage-only chunk when streaming. */
+  includeUsage: boolean
+  /** Body fields sent upstream unchanged (extensions removed; `messages` is replaced by the packed list). */
+  passthrough: Record<string, unknown>
+}
+
+export interface ValidationLimits {
+  maxMessages: number
+  maxSessionIdLength: number
+}
+
+const EXTENSIONS = ['sessionId', 'saveToMemory', 'useRAG', 'ragQuery'] as const
+const ROLES: ReadonlySet<string> = new Set<Role>(['system', 'user', 'assistant'])
+// `vendor/model`, where the model part may itself contain slashes, dots, colons (`:free`, `:nitro`) and the like.
+const MODEL_RE = /^[A-Za-z0-9][\w.-]*\/[^\s/][^\s]*$/
+
+export function validateChat(body: Record<string, unknown>, limits: ValidationLimits): ChatRequest {
+  const model = body.model
+  if (model === undefined) throw gatewayError('missing_parameter', { param: 'model', message: 'model is required' })
+  if (typeof model !== 'string' || !MODEL_RE.test(model) || model.length > 256) {
+    throw invalidParam('model', 'model must be a string of the form <vendor>/<model_name>, e.g. openai/gpt-4o')
+  }
+
+  const messages = validateMessages(body.messages, limits.maxMessages)
+  const stream = optionalBoolean(body, 'stream') ?? false
+  const saveToMemory = optionalBoolean(body, 'saveToMemory') ?? true
+  const useRAG = optionalBoolean(body, 'useRAG') ?? true
+
+  const temperature = body.temperature
+  if (temperature !== undefined && temperature !== null && !inRange(temperature, 0, 2)) {
+    throw invalidParam('temperature', 'temperature must be a number from 0 to 2')
+  }
+  const topP = body.top_p
+  if (topP !== undefined && topP !== null && !inRange(topP, 0, 1)) {
+    throw invalidParam('top_p', 'top_p must be a number from 0 to 1')
+  }
+  const maxTokensRaw = body.max_tokens
+  let maxTokens: number | undefined
+  if (maxTokensRaw !== undefined && maxTokensRaw !== null) {
+    if (typeof maxTokensRaw !== 'number' || !Number.isSafeInteger(maxTokensRaw) || maxTokensRaw < 1) {
+      throw invalidParam('max_tokens', 'max_tokens must be a positive integer')
+    }
+    maxTokens = maxTokensRaw
+  }
+
+  const sessionIdRaw = body.sessionId
+  let sessionId: string | undefined
+  if (sessionIdRaw !== undefined && sessionIdRaw !== null) {
+    if (typeof sessionIdRaw !== 'string' || sessionIdRaw === '') {
+      throw invalidParam('sessionId', 'sessionId must be a non-empty string')
+    }
+    if (sessionIdRaw.length > limits.maxSessionIdLength) {
+      throw invalidParam('sessionId', `sessionId must be at most ${limits.maxSessionIdLength} characters`)
+    }
+    if (hasLoneSurrogate(sessionIdRaw)) throw invalidParam('sessionId', 'sessionId must be valid Unicode')
+    sessionId = sessionIdRaw
+  }
+  const ragQueryRaw = body.ragQuery
+  let ragQuery: string | undefined
+  if (ragQueryRaw !== undefined && ragQueryRaw !== null) {
+    if (typeof ragQueryRaw !== 'string') throw invalidParam('ragQuery', 'ragQuery must be a string')
+    ragQuery = ragQueryRaw === '' ? undefined : ragQueryRaw
+  }
+
+  const streamOptions = body.stream_options
+  if (streamOptions !== undefined && streamOptions !== null && (typeof streamOptions !== 'object' || Array.isArray(streamOptions))) {
+    throw invalidParam('stream_options', 'stream_options must be an object')
+  }
+  const includeUsage = (streamOptions as { include_usage?: unknown } | null | undefined)?.include_usage === true
+
+  const passthrough: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(body)) passthrough[k] = v
+  for (const k of EXTENSIONS) delete passthrough[k]
+
+  return { model, messages, stream, maxTokens, sessionId, saveToMemory, useRAG, ragQuery, includeUsage, passthrough }
+}
+
+function validateMessages(raw: unknown, max: number): ChatMessage[] {
+  if (raw === undefined) throw gatewayError('missing_parameter', { param: 'messages', message: 'messages is required' })
+  if (!Array.isArray(raw)) throw invalidParam('messages', 'messages must be an array')
+  if (raw.length === 0) throw invalidParam('messages', 'messages must contain at least one message')
+  if (raw.length > max) throw invalidParam('messages', `messages may contain at most ${max} messages`)
+  const out: ChatMessage[] = new Array(raw.length)
+  for (let i = 0; i < raw.length; i++) {
+    const m: unknown = raw[i]
+    if (m === null || typeof m !== 'object' || Array.isArray(m)) {
+      throw invalidParam(`messages[${i}]`, `messages[${i}] must be an object with role and content`)
+    }
+    const { role, content } = m as { role?: unknown; content?: unknown }
+    if (typeof role !== 'string' || !ROLES.has(role)) {
+      throw invalidParam(`messages[${i}].role`, `messages[${i}].role must be one of system, user, assistant`)
+    }
+    if (typeof content !== 'string') {
+      throw invalidParam(`messages[${i}].content`, `messages[${i}].content must be a string`)
+    }
+    out[i] = { role: role as Role, content }
+  }
+  return out
+}
+
+function optionalBoolean(body: Record<string, unknown>, field: string): boolean | undefined {
+  const v = body[field]
+  if (v === undefined || v === null) return undefined
+  if (typeof v !== 'boolean') throw invalidParam(field, `${field} must be a boolean`)
+  return v
+}
+
+function inRange(v: unknown, lo: number, hi: number): boolean {
+  return typeof v === 'number' && Number.isFinite(v) && v >= lo && v <= hi
+}
+
+function hasLoneSurrogate(s: string): boolean {
+  return /\p{Surrogate}/u.test(s)
+}
