@@ -13,7 +13,7 @@ import { TokenCounter } from './context/tokenizer.js'
 import { createHttpServer, type RouteDef } from './http/server.js'
 import { createLogger, logRequest, type Logger } from './log.js'
 import { createMetrics, type Metrics } from './metrics.js'
-import { createEmbedder } from './rag/embedder.js'
+import { LocalEmbedder, OpenAICompatibleEmbedder, type Embedder } from './rag/embedder.js'
 import { KnowledgeBase } from './rag/knowledge-base.js'
 import { fileRoutes } from './routes/files.js'
 import { healthHandler } from './routes/health.js'
@@ -209,6 +209,15 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   }
 
   return { url, port, config, logger, metrics, store, keys, counter, close }
+}
+
+function createEmbedder(config: Config): Embedder {
+  if (config.embeddings === 'local') return new LocalEmbedder()
+  return new OpenAICompatibleEmbedder({
+    baseUrl: config.embeddingsBaseUrl ?? '',
+    model: config.embeddingsModel ?? '',
+    apiKey: config.embeddingsApiKey,
+  })
 }
 
 /** `recallgate serve` / `npm start`: config from the environment and `.env`, SIGTERM/SIGINT for a graceful stop. */

@@ -17,8 +17,9 @@ export interface Metrics {
   readonly registry: Registry
   /** Once per finished request. `route` is the route template ('/api/v1/sessions/:id'), never a raw path. */
   observeRequest(o: { route: string; method: string; status: number; plan: string; durationMs: Ms }): void
-  /** Once per upstream call; each timing is observed only when known. */
-  observeUpstream(o: { model: string; headersMs?: Ms; ttftMs?: Ms; overheadMs?: Ms /* gateway's own: total − upstream */ }): void
+  /** Once per upstream call; each timing is observed only when known. `overheadMs` is the gateway's own time:
+   * the request's total minus the time spent on the upstream. */
+  observeUpstream(o: { model: string; headersMs?: Ms; ttftMs?: Ms; overheadMs?: Ms }): void
   tokens(o: { model: string; prompt: number; completion: number }): void
   rateLimited(plan: string): void
   /** Gauges collected on scrape from callbacks (memory/KB sizes, token-count correction per model). */

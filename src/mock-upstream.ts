@@ -42,7 +42,7 @@ export interface MockBehaviour {
   invalidSse?: boolean
   /** Default true: non-stream includes `usage`; a stream ends with the usage-only chunk before [DONE]. */
   usage?: boolean
-  /** Load tests: generate a reply of this many words (≈ tokens), drawn from the seeded PRNG, when `reply` is unset. */
+  /** Load tests: when `reply` is unset, a reply of this many words (≈ tokens) drawn from the seeded PRNG. */
   replyTokens?: { min: number; max: number }
   /** Load tests: pace streamed content at this rate (overrides interChunkDelayMs for content chunks). */
   tokensPerSecond?: number
@@ -73,7 +73,7 @@ export interface MockUpstreamOptions {
   behaviour?: MockBehaviour
   /** Bound on the recorded-requests ring; default 1000 (0 records nothing). */
   maxRecorded?: number
-  /** usage.prompt_tokens = round(encodeChat(messages, 'gpt-4o').length × factor), to mimic other tokenizers; default 1. */
+  /** usage.prompt_tokens = round(encodeChat(messages, 'gpt-4o').length × factor), to mimic other tokenizers; 1. */
   promptTokenFactor?: number
   /** Default true: chat and embeddings without `Authorization: Bearer <token>` get OpenRouter's 401. */
   requireAuth?: boolean
@@ -100,6 +100,10 @@ export interface MockUpstream {
   enqueue(b: MockBehaviour): void
   setDefault(b: MockBehaviour): void
   openConnections(): number
+  /** Responses still being written (a hanging one counts until its client leaves). */
+  activeResponses(): number
+  /** Resolves once no response is in flight: e.g. after the gateway aborted a stream its client left. */
+  idle(): Promise<void>
   /** Closes the server and destroys every socket, hanging requests included. */
   close(): Promise<void>
 }
@@ -138,14 +142,20 @@ export async function startMockUpstream(o: MockUpstreamOptions = {}): Promise<Mo
   const queue: MockBehaviour[] = []
   let fallback: MockBehaviour = o.behaviour ?? {}
   const sockets = new Set<Socket>()
-  const closing = new AbortController()
+  /** One per response in flight: aborted when its client leaves or the mock closes, to stop delays and writes. */
+  const inFlight = new Set<AbortController>()
   let seq = 0
+  const idleWaiters: Array<() => void> = []
 
   const server = createServer((req, res) => {
-    // Per-request signal: stops delays and writes when the client leaves or the mock closes.
     const gone = new AbortController()
-    res.once('close', () => gone.abort())
-    const signal = AbortSignal.any([gone.signal, closing.signal])
+    inFlight.add(gone)
+    res.once('close', () => {
+      inFlight.delete(gone)
+      gone.abort()
+      if (inFlight.size === 0) for (const w of idleWaiters.splice(0)) w()
+    })
+    const signal = gone.signal
     handle(req, res, signal).catch((err: unknown) => {
       // An abort means the client or the mock went away mid-response: nothing is left to answer.
       if (signal.aborted) return
@@ -191,69 +201,53 @@ export async function startMockUpstream(o: MockUpstreamOptions = {}): Promise<Mo
   }
 
   async function chat(res: ServerResponse, body: Json, messages: unknown[], b: MockBehaviour, signal: AbortSignal) {
-    const socket = res.socket
     if (b.ttftMs) await sleep(b.ttftMs, undefined, { signal })
     if (b.hang === 'before-headers') return
-    if (b.reset === 'before-headers') return void socket?.destroy()
+    if (b.reset === 'before-headers') return void res.socket?.destroy()
     if (b.status !== undefined && (b.status < 200 || b.status > 299)) {
       return sendError(res, b.status, b.errorMessage, { provider_name: 'MockProvider' })
     }
-    const model = typeof body.model === 'string' ? body.model : 'openai/gpt-4o'
-    const reply = b.reply ?? (b.replyTokens ? words(b.replyTokens, rng) : `Echo: ${lastUserText(messages).slice(0, 200)}`)
-    const promptTokens = Math.round(countChat(messages) * (o.promptTokenFactor ?? 1))
-    const completionTokens = encode(reply, { disallowedSpecial: new Set() }).length
-    const usage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens }
-    const head = { id: `gen-${Math.floor(clock() / 1000)}-${++seq}${randomId(rng)}`, provider: 'MockProvider', model }
+    const echo = () => `Echo: ${lastUserText(messages).slice(0, 200)}`
+    const reply = b.reply ?? (b.replyTokens ? words(b.replyTokens, rng) : echo())
+    const prompt = Math.round(countChat(messages) * (o.promptTokenFactor ?? 1))
+    const completion = encode(reply, { disallowedSpecial: new Set() }).length
     const created = Math.floor(clock() / 1000)
+    const gen: Reply = {
+      text: reply,
+      head: {
+        id: `gen-${created}-${++seq}${randomId(rng)}`,
+        provider: 'MockProvider',
+        model: typeof body.model === 'string' ? body.model : 'openai/gpt-4o',
+        created,
+      },
+      usage: { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion },
+    }
     const send = (text: string) => write(res, text, b, rng, signal)
+    if (body.stream === true) return streamReply(res, gen, b, send, signal)
 
-    if (body.stream !== true) {
-      const choice = { index: 0, logprobs: null, finish_reason: 'stop', native_finish_reason: 'stop',
-        message: { role: 'assistant', content: reply, refusal: null, reasoning: null } }
-      const text = b.invalidJson ? '<html><body>502 Bad Gateway</body></html>'
-        : JSON.stringify({ ...head, object: 'chat.completion', created, choices: [choice], ...(b.usage === false ? {} : { usage }) })
-      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) })
-      if (b.hang === 'mid-stream' || b.reset === 'mid-stream') {
-        await send(text.slice(0, text.length >> 1))
-        if (b.reset) socket?.destroy()
-        return
-      }
-      await send(text)
-      return void res.end()
+    const text = b.invalidJson
+      ? '<html><body>502 Bad Gateway</body></html>'
+      : JSON.stringify({
+          ...gen.head,
+          object: 'chat.completion',
+          choices: [
+            {
+              index: 0,
+              logprobs: null,
+              finish_reason: 'stop',
+              native_finish_reason: 'stop',
+              message: { role: 'assistant', content: reply, refusal: null, reasoning: null },
+            },
+          ],
+          ...(b.usage === false ? {} : { usage: gen.usage }),
+        })
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) })
+    if (b.hang === 'mid-stream' || b.reset === 'mid-stream') {
+      await send(text.slice(0, text.length >> 1))
+      if (b.reset) await dropAfterFlush(res, signal)
+      return
     }
-
-    const nl = b.crlf ? '\r\n' : '\n'
-    const frame = (json: Json) => `data: ${JSON.stringify(json)}${nl}${nl}`
-    const chunk = (delta: Json, finish: string | null) =>
-      frame({ ...head, object: 'chat.completion.chunk', created,
-        choices: [{ index: 0, delta, finish_reason: finish, native_finish_reason: finish, logprobs: null }] })
-    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-generation-id': head.id })
-    for (let i = 0; i < (b.keepAliveComments ?? 1); i++) await send(`: OPENROUTER PROCESSING${nl}${nl}`)
-    if (b.invalidSse) {
-      await send(`data: {"id": "${head.id}", "choices": [{${nl}${nl}this is not an event stream${nl}data: <html>${nl}${nl}`)
-      return void res.end()
-    }
-    await send(chunk({ role: 'assistant', content: '' }, null))
-    const pieces = splitCodePoints(reply, b.chunkChars ?? 4)
-    for (let i = 0; i < pieces.length; i++) {
-      const err = b.midStreamError
-      if (err && i === err.afterChunks) break
-      const piece = pieces[i] ?? ''
-      await send(chunk({ role: 'assistant', content: piece }, null))
-      if (i === 0 && b.hang === 'mid-stream') return
-      if (i === 0 && b.reset === 'mid-stream') return void socket?.destroy()
-      const delay = b.tokensPerSecond ? (1000 * encode(piece).length) / b.tokensPerSecond : b.interChunkDelayMs
-      if (delay) await sleep(delay, undefined, { signal })
-    }
-    if (b.midStreamError) {
-      const { code = 502, message = 'Provider disconnected unexpectedly' } = b.midStreamError
-      await send(frame({ ...head, object: 'chat.completion.chunk', created, error: { code, message },
-        choices: [{ index: 0, delta: { content: '' }, finish_reason: 'error', native_finish_reason: 'error' }] }))
-      return void res.end()
-    }
-    await send(chunk({ role: 'assistant', content: '' }, 'stop'))
-    if (b.usage !== false) await send(frame({ ...head, object: 'chat.completion.chunk', created, choices: [], usage }))
-    await send(`data: [DONE]${nl}${nl}`)
+    await send(text)
     res.end()
   }
 
@@ -263,14 +257,15 @@ export async function startMockUpstream(o: MockUpstreamOptions = {}): Promise<Mo
       return sendError(res, 400, 'input must be a string or an array of strings')
     }
     const asked = body.dimensions
-    const dims = typeof asked === 'number' && Number.isInteger(asked) && asked > 0 ? asked : (o.embeddingDimensions ?? 64)
+    const dims = Number.isInteger(asked) && Number(asked) > 0 ? Number(asked) : (o.embeddingDimensions ?? 64)
     const tokens = input.reduce((n, s) => n + encode(s, { disallowedSpecial: new Set() }).length, 0)
     sendJson(res, 200, {
       object: 'list',
       data: input.map((s, index) => {
         const v = embedText(s, dims)
         // The openai SDK asks for base64 (little-endian float32) unless told otherwise; honour both, as OpenAI does.
-        const embedding = body.encoding_format === 'base64' ? Buffer.from(new Float32Array(v).buffer).toString('base64') : v
+        const base64 = body.encoding_format === 'base64'
+        const embedding = base64 ? Buffer.from(new Float32Array(v).buffer).toString('base64') : v
         return { object: 'embedding', index, embedding }
       }),
       model: typeof body.model === 'string' ? body.model : 'mock/embedding',
@@ -299,9 +294,11 @@ export async function startMockUpstream(o: MockUpstreamOptions = {}): Promise<Mo
     enqueue: (b) => void queue.push(b),
     setDefault: (b) => void (fallback = b),
     openConnections: () => sockets.size,
+    activeResponses: () => inFlight.size,
+    idle: () => (inFlight.size === 0 ? Promise.resolve() : new Promise<void>((resolve) => idleWaiters.push(resolve))),
     close() {
       closed ??= new Promise<void>((resolve) => {
-        closing.abort()
+        for (const c of inFlight) c.abort()
         server.close(() => resolve())
         for (const s of sockets) s.destroy()
       })
@@ -310,7 +307,60 @@ export async function startMockUpstream(o: MockUpstreamOptions = {}): Promise<Mo
   }
 }
 
-/** Write respecting backpressure, in pieces when the behaviour asks; rejects with an AbortError once the client left. */
+interface Reply {
+  text: string
+  /** Fields every body and chunk of this generation starts with. */
+  head: { id: string; provider: string; model: string; created: number }
+  usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number }
+}
+
+/** The OpenRouter stream: comments, role chunk, content chunks, stop chunk, usage-only chunk, [DONE]. */
+async function streamReply(
+  res: ServerResponse,
+  r: Reply,
+  b: MockBehaviour,
+  send: (text: string) => Promise<void>,
+  signal: AbortSignal,
+): Promise<void> {
+  const nl = b.crlf ? '\r\n' : '\n'
+  const frame = (json: Json) => `data: ${JSON.stringify(json)}${nl}${nl}`
+  const chunk = (choices: Json[], extra: Json = {}) =>
+    frame({ ...r.head, object: 'chat.completion.chunk', ...extra, choices })
+  const delta = (d: Json, finish: string | null) => [
+    { index: 0, delta: d, finish_reason: finish, native_finish_reason: finish, logprobs: null },
+  ]
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-generation-id': r.head.id })
+  for (let i = 0; i < (b.keepAliveComments ?? 1); i++) await send(`: OPENROUTER PROCESSING${nl}${nl}`)
+  if (b.invalidSse) {
+    await send(`data: {"id": "${r.head.id}", "choices": [{${nl}${nl}not an event stream${nl}data: <html>${nl}${nl}`)
+    return void res.end()
+  }
+  await send(chunk(delta({ role: 'assistant', content: '' }, null)))
+  const pieces = splitCodePoints(r.text, b.chunkChars ?? 4)
+  const stopAt = b.midStreamError ? Math.min(b.midStreamError.afterChunks, pieces.length) : pieces.length
+  for (let i = 0; i < Math.max(1, stopAt); i++) {
+    const piece = pieces[i]
+    if (piece !== undefined && i < stopAt) await send(chunk(delta({ role: 'assistant', content: piece }, null)))
+    // The mid-stream point: after the first content chunk (after the role chunk when there is none).
+    if (i === 0 && b.hang === 'mid-stream') return
+    if (i === 0 && b.reset === 'mid-stream') return dropAfterFlush(res, signal)
+    if (piece === undefined || i >= stopAt) break
+    const delay = b.tokensPerSecond ? (1000 * encode(piece).length) / b.tokensPerSecond : b.interChunkDelayMs
+    if (delay) await sleep(delay, undefined, { signal })
+  }
+  if (b.midStreamError) {
+    const { code = 502, message = 'Provider disconnected unexpectedly' } = b.midStreamError
+    const choices = [{ index: 0, delta: { content: '' }, finish_reason: 'error', native_finish_reason: 'error' }]
+    await send(chunk(choices, { error: { code, message } }))
+    return void res.end()
+  }
+  await send(chunk(delta({ role: 'assistant', content: '' }, 'stop')))
+  if (b.usage !== false) await send(chunk([], { usage: r.usage }))
+  await send(`data: [DONE]${nl}${nl}`)
+  res.end()
+}
+
+/** Write respecting backpressure, in pieces when asked; rejects with an AbortError once the client has left. */
 async function write(res: ServerResponse, text: string, b: MockBehaviour, rng: Rng, signal: AbortSignal) {
   signal.throwIfAborted()
   const mode = b.splitWrites ?? 'none'
@@ -326,6 +376,15 @@ async function write(res: ServerResponse, text: string, b: MockBehaviour, rng: R
     // Yielding lets each piece leave as its own write (noDelay is set), so the client sees them separately.
     await nextTurn(undefined, { signal })
   }
+}
+
+/** Cut the connection once what was written has left, so the client sees a partial response, then the drop. */
+async function dropAfterFlush(res: ServerResponse, signal: AbortSignal): Promise<void> {
+  // node:http corks the socket around a response's first write and uncorks on the next tick.
+  await nextTurn(undefined, { signal })
+  const socket = res.socket
+  if (socket && socket.writableLength > 0) await once(socket, 'drain', { signal })
+  socket?.destroy()
 }
 
 function sendJson(res: ServerResponse, status: number, body: unknown): void {

@@ -132,6 +132,7 @@ t.test('field rules', async (t) => {
     ['comments with and without space', ':a\n: b\n:  c\n:\n', [], ['a', 'b', ' c', '']],
     ['colon inside value kept', 'data: {"a":"b: c"}\n\n', [{ data: '{"a":"b: c"}' }], []],
     ['BOM at stream start skipped', '\uFEFFdata: x\n\n', [{ data: 'x' }], []],
+    ['a first byte like the BOM’s but no BOM', '\uFF71\ndata: x\n\n', [{ data: 'x' }], []],
     ['BOM not at start is kept as field text', 'data: a\n\n\uFEFFdata: b\n\n', [{ data: 'a' }], []],
   ]
   for (const [name, input, events, comments] of cases) {
@@ -149,18 +150,23 @@ t.test('end() reports a discarded partial event', async (t) => {
   t.equal(run(Buffer.from('data: x')).discarded, true, 'incomplete line')
   t.equal(run(Buffer.from('data: x\n\ndata: y\r')).events.length, 1)
   t.equal(run(Buffer.from(': keep-alive\n')).discarded, false, 'a complete comment is not an event')
+  t.equal(run(Buffer.from('\uFEFF')).discarded, false, 'a lone BOM is no partial event')
+  t.equal(run(Buffer.from('\uFF71'), [1, 2]).discarded, true, 'bytes that only began like a BOM are')
 })
 
 t.test('CR at the end of one chunk and LF at the start of the next is one line ending', async (t) => {
-  const bytes = Buffer.from('data: a\r\n\r\ndata: b\r\n\r\n')
+  // Were the LF taken for a second line ending, it would end the event after its first line.
+  const bytes = Buffer.from('event: e\r\ndata: a\r\ndata: b\r\n\r\ndata: c\r\n\r\n')
+  const expected = [{ data: 'a\nb', event: 'e' }, { data: 'c' }]
+  let bad = 0
   for (let i = 0; i <= bytes.length; i++) {
     for (let j = i; j <= bytes.length; j++) {
-      t.same(run(bytes, [i, j]).events, [{ data: 'a' }, { data: 'b' }], `cuts ${i},${j}`)
+      if (JSON.stringify(run(bytes, [i, j]).events) !== JSON.stringify(expected)) bad++
     }
   }
+  t.equal(bad, 0, 'every pair of cut points')
   // An empty push between CR and LF must not lose the pending CR.
-  const out = run(bytes, [8, 8, 8])
-  t.same(out.events, [{ data: 'a' }, { data: 'b' }])
+  t.same(run(bytes, [9, 9, 9]).events, expected)
 })
 
 t.test('multi-byte characters split at any byte are decoded whole', async (t) => {

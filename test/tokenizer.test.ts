@@ -14,7 +14,8 @@ const textArb = fc
     fc.oneof(
       fc.string({ unit: 'binary', maxLength: 30 }),
       fc.string({ unit: 'grapheme', maxLength: 30 }),
-      fc.constantFrom('<|endoftext|>', '<|im_start|>', '<|im_end|>', '<|im_sep|>', '<|fim_prefix|>', '\n\n', '  ', '\r\n'),
+      fc.constantFrom('<|endoftext|>', '<|im_start|>', '<|im_end|>', '<|im_sep|>', '<|fim_prefix|>'),
+      fc.constantFrom('\n\n', '  ', '\r\n'),
       fc.lorem({ maxCount: 8 }),
     ),
     { maxLength: 6 },
@@ -113,9 +114,13 @@ t.test('storedMessageTokens uses the stored o200k count, and recounts only for c
   const content = 'Ein Satz mit Umlauten: äöü ß, und 東京 ラーメン.'
   // A deliberately wrong stored count proves the o200k path does not tokenize.
   const stored = { role: 'user' as const, content, tokens: 1000 }
-  t.equal(counter.storedMessageTokens(stored, 'openai/gpt-4o'), counter.messageTokensFromContent('user', 1000, 'openai/gpt-4o'))
+  const gpt4o = 'openai/gpt-4o'
+  t.equal(counter.storedMessageTokens(stored, gpt4o), counter.messageTokensFromContent('user', 1000, gpt4o))
   t.equal(counter.storedMessageTokens(stored, 'anthropic/claude-3-haiku'), 1000 + 4)
-  t.equal(counter.storedMessageTokens(stored, 'openai/gpt-4'), counter.messageTokens({ role: 'user', content }, 'openai/gpt-4'))
+  t.equal(
+    counter.storedMessageTokens(stored, 'openai/gpt-4'),
+    counter.messageTokens({ role: 'user', content }, 'openai/gpt-4'),
+  )
   t.equal(
     counter.storedMessageTokens(stored, 'openai/gpt-3.5-turbo'),
     counter.messageTokens({ role: 'user', content }, 'openai/gpt-3.5-turbo'),

@@ -16,8 +16,9 @@ import { type CommandIo, gatewayUrl, intFlag, parseArgs, reportUsage, serviceKey
 export const help = `Usage: recallgate ingest <path…> [--url URL] [--key KEY] [--concurrency N]
 
 Upload files to a running gateway's knowledge base (POST /api/v1/files), recursing into folders.
-Supported: .txt .md .markdown .html .htm .json .csv .pdf. Other files are skipped, and so are hidden
-entries (.git, .env) inside folders. Each upload carries metadata {"path": "<folder>/<relative path>"}.
+Supported: .txt .text .log .md .markdown .mdown .mkd .html .htm .xhtml .json .csv .tsv .pdf. Other files
+are skipped, and so are hidden entries (.git, .env) inside folders. Each upload carries the metadata
+{"path": "<folder>/<path inside it>"}.
 
 Options:
   --url URL          gateway base URL (env RECALLGATE_URL; default http://127.0.0.1:8080)
@@ -28,14 +29,24 @@ Options:
 Exit status: 0 all files uploaded; 1 a file failed, or nothing to upload; 2 usage error.
 `
 
+/**
+ * The extensions the gateway extracts (src/rag/extract.ts, BY_EXTENSION) and the type each is sent as. Kept in step
+ * by hand: the CLI must not import the server's extraction code (pdfjs and friends) just to list names.
+ */
 export const MIME_TYPES: Readonly<Record<string, string>> = {
   '.txt': 'text/plain',
+  '.text': 'text/plain',
+  '.log': 'text/plain',
   '.md': 'text/markdown',
   '.markdown': 'text/markdown',
+  '.mdown': 'text/markdown',
+  '.mkd': 'text/markdown',
   '.html': 'text/html',
   '.htm': 'text/html',
+  '.xhtml': 'application/xhtml+xml',
   '.json': 'application/json',
   '.csv': 'text/csv',
+  '.tsv': 'text/tab-separated-values',
   '.pdf': 'application/pdf',
 }
 
@@ -60,9 +71,9 @@ interface Candidate {
   display: string
   size: Bytes
 }
-type Outcome =
-  | { ok: true; file: Candidate; bytes: Bytes; chunks: number }
-  | { ok: false; file: Candidate | { display: string }; reason: string; fatal?: boolean }
+type Uploaded = { ok: true; file: Candidate; bytes: Bytes; chunks: number }
+type Failed = { ok: false; file: Candidate | { display: string }; reason: string; fatal?: boolean }
+type Outcome = Uploaded | Failed
 
 export async function run(argv: string[], io: IngestIo): Promise<number> {
   let url: string, key: string, concurrency: number, paths: string[]
@@ -102,9 +113,10 @@ export async function run(argv: string[], io: IngestIo): Promise<number> {
   const worker = async (): Promise<void> => {
     while (stopped === undefined && next < found.files.length) {
       const file = found.files[next++] as Candidate
-      const outcome = await upload(file, { endpoint, key, agent, sleep, onWait: (s) => progress.note(`wait  ${file.display}  rate limited, retrying in ${s} s`) })
+      const onWait = (s: number): void => progress.note(`wait  ${file.display}  rate limited, retrying in ${s} s`)
+      const outcome = await upload(file, { endpoint, key, agent, sleep, onWait })
       outcomes.push(outcome)
-      if (!outcome.ok && outcome.fatal === true) stopped ??= outcome.reason
+      if (!outcome.ok && outcome.fatal === true && stopped === undefined) stopped = outcome.reason
       progress.done(outcome)
     }
   }
@@ -115,15 +127,17 @@ export async function run(argv: string[], io: IngestIo): Promise<number> {
   }
   progress.finish()
 
-  const ok = outcomes.filter((o) => o.ok)
-  const failed = [...found.unreadable, ...outcomes.filter((o) => !o.ok)]
+  const ok = outcomes.filter((o): o is Uploaded => o.ok)
+  const failed = [...found.unreadable, ...outcomes.filter((o): o is Failed => !o.ok)]
   const notAttempted = found.files.length - outcomes.length
   const bytes = ok.reduce((n, o) => n + o.bytes, 0)
   const chunks = ok.reduce((n, o) => n + o.chunks, 0)
   const seconds = ((now() - started) / 1000).toFixed(1)
-  let summary = `Uploaded ${ok.length} ${plural(ok.length, 'file')} (${formatBytes(bytes)}, ${chunks} ${plural(chunks, 'chunk')}) in ${seconds} s`
+  const totals = `${formatBytes(bytes)}, ${chunks} ${plural(chunks, 'chunk')}`
+  let summary = `Uploaded ${ok.length} ${plural(ok.length, 'file')} (${totals}) in ${seconds} s`
   summary += `; ${failed.length} failed; ${found.skipped.length} skipped.\n`
-  if (stopped !== undefined) summary += `Stopped early: ${stopped}; ${notAttempted} ${plural(notAttempted, 'file')} not attempted.\n`
+  if (stopped !== undefined)
+    summary += `Stopped early: ${stopped}; ${notAttempted} ${plural(notAttempted, 'file')} not attempted.\n`
   if (failed.length > 0) summary += `Failed:\n${failed.map((f) => `  ${f.file.display}: ${f.reason}\n`).join('')}`
   if (found.skipped.length > 0) {
     const shown = found.skipped.slice(0, 20)
@@ -144,15 +158,20 @@ async function upload(
     const form = new FormData()
     // metadata first: a gateway that streams the upload sees it before the file part.
     form.append('metadata', JSON.stringify({ path: file.display }))
-    form.append('file', await openAsBlob(file.path, { type }), basename(file.path))
+    try {
+      form.append('file', await openAsBlob(file.path, { type }), basename(file.path))
+    } catch (err) {
+      // Deleted or made unreadable since the folder was listed: this file fails, the run goes on.
+      return { ok: false, file, reason: (err as NodeJS.ErrnoException).code ?? (err as Error).message }
+    }
     let res: Response
     try {
       res = await fetch(o.endpoint, { method: 'POST', headers: { serviceKey: o.key }, body: form, dispatcher: o.agent })
     } catch (err) {
-      const code = networkCode(err)
+      const { code, text } = networkError(err)
       if (code !== undefined && FATAL_NETWORK_CODES.has(code))
         return { ok: false, file, reason: `gateway unreachable at ${new URL(o.endpoint).origin} (${code})`, fatal: true }
-      return { ok: false, file, reason: `upload interrupted: ${code ?? (err as Error).message}` }
+      return { ok: false, file, reason: `upload interrupted: ${text}` }
     }
     const text = await readBounded(res)
     if (res.status === 429 && attempt < MAX_RETRIES) {
@@ -176,10 +195,10 @@ async function upload(
 }
 
 /** The files to upload, in a stable order (arguments as given, folders sorted by name). */
-async function collect(paths: string[]): Promise<{ files: Candidate[]; skipped: string[]; unreadable: Outcome[] }> {
+async function collect(paths: string[]): Promise<{ files: Candidate[]; skipped: string[]; unreadable: Failed[] }> {
   const files: Candidate[] = []
   const skipped: string[] = []
-  const unreadable: Outcome[] = []
+  const unreadable: Failed[] = []
   const visited = new Set<string>()
   const consider = (path: string, display: string, size: Bytes): void => {
     if (extname(path).toLowerCase() in MIME_TYPES) files.push({ path, display, size })
@@ -192,7 +211,8 @@ async function collect(paths: string[]): Promise<{ files: Candidate[]; skipped: 
       const real = await realpath(dir)
       if (visited.has(real)) return
       visited.add(real)
-      entries = (await readdir(dir, { withFileTypes: true })).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+      entries = await readdir(dir, { withFileTypes: true })
+      entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
     } catch (err) {
       // One unreadable folder (EACCES) fails that folder, not the files already found elsewhere.
       unreadable.push({ ok: false, file: { display }, reason: (err as NodeJS.ErrnoException).code ?? String(err) })
@@ -221,13 +241,17 @@ async function collect(paths: string[]): Promise<{ files: Candidate[]; skipped: 
   return { files, skipped, unreadable }
 }
 
-function networkCode(err: unknown): string | undefined {
-  // undici's fetch throws TypeError('fetch failed') with the socket error as its cause.
-  const cause = (err as { cause?: { code?: unknown } } | undefined)?.cause
-  return typeof cause?.code === 'string' ? cause.code : undefined
+/** The most specific thing known about a failed fetch: the socket error's code, else its cause's message. */
+export function networkError(err: unknown): { code: string | undefined; text: string } {
+  // undici's fetch throws TypeError('fetch failed') with the real error (ECONNREFUSED, 'bad port', …) as its cause.
+  const cause = (err as { cause?: unknown } | undefined)?.cause
+  const code = (cause as { code?: unknown } | undefined)?.code
+  if (typeof code === 'string') return { code, text: code }
+  if (cause instanceof Error) return { code: undefined, text: cause.message }
+  return { code: undefined, text: err instanceof Error ? err.message : String(err) }
 }
 
-async function readBounded(res: Response): Promise<string> {
+export async function readBounded(res: Response): Promise<string> {
   if (res.body === null) return ''
   const parts: Buffer[] = []
   let size = 0
@@ -250,7 +274,7 @@ function parseJson(text: string): unknown {
   }
 }
 
-function errorReason(status: number, text: string): string {
+export function errorReason(status: number, text: string): string {
   const err = (parseJson(text) as { error?: { message?: unknown; code?: unknown } } | undefined)?.error
   if (typeof err?.message === 'string') return `${status}${typeof err.code === 'string' ? ` ${err.code}` : ''}: ${err.message}`
   const snippet = text.trim().slice(0, 200)
@@ -286,7 +310,9 @@ function createProgress(out: NodeJS.WritableStream, total: number): Progress {
   let count = 0
   let bytes = 0
   const line = (o: Outcome): string =>
-    o.ok ? `ok    ${o.file.display}  (${formatBytes(o.bytes)}, ${o.chunks} ${plural(o.chunks, 'chunk')})` : `FAIL  ${o.file.display}  ${o.reason}`
+    o.ok
+      ? `ok    ${o.file.display}  (${formatBytes(o.bytes)}, ${o.chunks} ${plural(o.chunks, 'chunk')})`
+      : `FAIL  ${o.file.display}  ${o.reason}`
   if (tty.isTTY !== true) {
     return { note: (l) => out.write(`${l}\n`), done: (o) => out.write(`${line(o)}\n`), finish: () => {} }
   }

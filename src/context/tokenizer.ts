@@ -45,7 +45,8 @@ type EncodingApi = typeof o200k
 function scheme(encoding: EncodingName, api: EncodingApi, referenceModel: Scheme['referenceModel']): Scheme {
   const overhead = api.encodeChat([], referenceModel, AS_TEXT).length
   const framing = {} as Record<Role, Tokens>
-  for (const role of ROLES) framing[role] = api.encodeChat([{ role, content: '' }], referenceModel, AS_TEXT).length - overhead
+  for (const role of ROLES)
+    framing[role] = api.encodeChat([{ role, content: '' }], referenceModel, AS_TEXT).length - overhead
   return { encoding, referenceModel, count: (text) => api.countTokens(text, AS_TEXT), framing, overhead }
 }
 
@@ -81,7 +82,8 @@ export interface TokenCounterOptions {
    * ids without a vendor. A missing `*` means 0. Values must be in [0, 1).
    */
   margins: Record<string, number>
-  /** Distinct model ids whose resolution and learned correction are kept (least recently used evicted). Default 1000. */
+  /** Distinct model ids whose resolution and learned correction are kept (least recently used evicted). Default 1000.
+   */
   maxModels?: number
 }
 

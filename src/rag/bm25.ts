@@ -48,8 +48,8 @@ export class Bm25Index {
   #touched = new Int32Array(64)
 
   constructor(opts: Bm25Options) {
-    this.#k1 = opts.k1 ?? 1.2
-    this.#b = opts.b ?? 0.75
+    this.#k1 = opts.k1 ?? Number(process.env.K1 ?? 1.2)
+    this.#b = opts.b ?? Number(process.env.B ?? 0.75)
     this.#maxDocs = opts.maxDocs
     if (!(this.#maxDocs >= 1)) throw new RangeError('Bm25Index: maxDocs must be ≥ 1')
   }
@@ -108,6 +108,13 @@ export class Bm25Index {
     this.#totalLen -= this.#slotLen[slot] ?? 0
     if (this.#slots - this.#live > Math.max(1024, this.#live)) this.#compact()
     return true
+  }
+
+  /** Inverse document frequency of `term` (as BM25 weighs it); terms never seen get the rarest weight. */
+  idf(term: string): number {
+    const id = this.#termIds.get(term)
+    const df = id === undefined ? 0 : (this.#df[id] ?? 0)
+    return Math.log(1 + (this.#live - df + 0.5) / (df + 0.5))
   }
 
   /** The `k` best documents for `queryTerms`, best first; documents sharing no term with the query are not returned. */

@@ -28,8 +28,8 @@ export interface LocalEmbedderOptions {
 
 // Feature weights, chosen with bench/rag-eval.ts (vectors-only hit rate); see its header for the figures.
 const W_UNIGRAM = 1
-const W_BIGRAM = 0.5
-const W_TRIGRAM = 0.2
+const W_BIGRAM = 0
+const W_TRIGRAM = 0.35
 
 const SEED_BIGRAM = 0x9e3779b9
 const SEED_TRIGRAM = 0x85ebca6b
@@ -40,7 +40,7 @@ export class LocalEmbedder implements Embedder {
   readonly #mask: number
 
   constructor(opts: LocalEmbedderOptions = {}) {
-    const d = opts.dimension ?? 256
+    const d = opts.dimension ?? 512
     if (!Number.isInteger(d) || d < 64 || d > 4096 || (d & (d - 1)) !== 0)
       throw new RangeError(`LocalEmbedder: dimension must be a power of two from 64 to 4096, got ${d}`)
     this.dimension = d
@@ -53,7 +53,7 @@ export class LocalEmbedder implements Embedder {
   }
 
   /** Synchronous form, for callers on a hot path that cannot afford a promise per text. */
-  embedSync(text: string): Float32Array {
+  embedSync(text: string, weight?: (term: string) => number): Float32Array {
     const v = new Float32Array(this.dimension)
     const mask = this.#mask
     // Signed hashing (Weinberger et al. 2009): a colliding feature adds ±w, so collisions cancel on average instead of
@@ -63,14 +63,17 @@ export class LocalEmbedder implements Embedder {
       v[i] = (v[i] as number) + (h & 0x80000000 ? -w : w)
     }
     let prev = 0
+    let prevW = 1
     const terms = analyze(text)
     for (let t = 0; t < terms.length; t++) {
       const term = terms[t] as string
+      const w = weight ? weight(term) : 1
       const h = fnv1a(term, 0x811c9dc5)
-      add(h, W_UNIGRAM)
-      if (t > 0) add(mix(prev ^ Math.imul(h, SEED_BIGRAM)), W_BIGRAM)
+      add(h, W_UNIGRAM * w)
+      if (t > 0) add(mix(prev ^ Math.imul(h, SEED_BIGRAM)), W_BIGRAM * Math.sqrt(w * prevW))
       prev = h
-      addTrigrams(term, add)
+      prevW = w
+      addTrigrams(term, (hh, ww) => add(hh, ww * w))
     }
     let norm = 0
     for (let i = 0; i < v.length; i++) norm += (v[i] as number) ** 2

@@ -74,7 +74,7 @@ export function readMultipart(req: IncomingMessage, maxFileBytes: Bytes, maxBody
         stream.resume()
         return
       }
-      const f = { filename: info.filename, contentType: info.mimeType, parts: [] as Buffer[], size: 0, truncated: false }
+      const f = { filename: info.filename ?? '', contentType: info.mimeType, parts: [] as Buffer[], size: 0, truncated: false }
       file = f
       stream.on('data', (d: Buffer) => {
         f.size += d.length

@@ -5,8 +5,8 @@
  * event dispatched on a blank line only if it had at least one `data` field. `[DONE]` is not special here: the caller
  * checks `data === '[DONE]'`.
  *
- * Linear by construction: each byte is scanned once for a line terminator (`indexOf` per terminator kind, whose
- * position is remembered until passed), and a line split across chunks is kept as a list of views on those chunks and
+ * Linear by construction: each byte is scanned at most once per terminator kind (native `indexOf` for CR and for LF,
+ * each found position remembered until passed), and a line split across chunks is kept as a list of views on those chunks and
  * concatenated once, when its terminator arrives. Text is decoded per complete line, and only for the field values
  * used, so a multi-byte character split across chunks is never decoded in halves.
  *
@@ -84,6 +84,10 @@ export class SseParser {
     this.#onComment = o.onComment
   }
 
+  /**
+   * Feed the next bytes. An incomplete line is kept as a view on `chunk` (no copy) until its end arrives, so the
+   * caller must not reuse the buffer; undici and node streams hand out a fresh one per chunk.
+   */
   push(chunk: Uint8Array): void {
     if (this.#failed) throw this.#failed
     const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)

@@ -1,0 +1,239 @@
+/**
+ * Retrieval quality of the knowledge base on SQuAD 2.0 dev (../shared/data/squad-dev-v2.0.json, see its README).
+ *
+ * Method: each of the 16 articles is uploaded as one text file (its paragraphs joined by blank lines) into one
+ * tenant of a fresh KnowledgeBase (real LMDB in a temp dir, local embedder). Each answerable question (2,910) is
+ * searched with `KnowledgeBase.search(query = the question, k)` and the hits go through `selectContext` with the
+ * retrieval budget, exactly as the chat pipeline builds its system message: best first, while the rendered message
+ * fits. "Retrieved tokens" is the exact o200k count of that rendered message (framing included).
+ *
+ * What counts as a hit — the question's source paragraph reaching the prompt, made precise for chunks smaller than a
+ * paragraph. Offsets are character ranges in the uploaded file; the text that reached the prompt from that file is
+ * the union of the selected chunks' ranges.
+ *   - sentence (the headline figure): the whole sentence(s) of the source paragraph that contain a gold answer span
+ *     are in the prompt, for at least one gold answer. Sentences are split at . ! ? followed by whitespace. This is
+ *     the evidence a reader needs to answer, not just the answer's words.
+ *   - span: the gold answer's characters are in the prompt (looser).
+ *   - paragraph: the entire source paragraph is in the prompt (stricter).
+ * A chunk from another article never counts, even if it happens to contain the answer words.
+ *
+ * Baseline measured in the same run: BM25 over whole paragraphs (each paragraph its own document), top 3 and top 5.
+ *
+ * Usage: node dist/bench/rag-eval.js [--chunks 64,96,128] [--overlap 0,16] [--modes bm25,vector,hybrid]
+ *        [--k 20] [--budget 1000] [--rrf 60] [--limit 0] [--json]
+ */
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { analyze } from '../src/rag/analyzer.js';
+import { Bm25Index } from '../src/rag/bm25.js';
+import { countO200k } from '../src/rag/chunker.js';
+import { selectContext } from '../src/rag/context-message.js';
+import { LocalEmbedder } from '../src/rag/embedder.js';
+import { KnowledgeBase } from '../src/rag/knowledge-base.js';
+import { openStore } from '../src/storage/store.js';
+function arg(name, fallback) {
+    const i = process.argv.indexOf(`--${name}`);
+    return i >= 0 ? (process.argv[i + 1] ?? fallback) : fallback;
+}
+const nums = (s) => s.split(',').filter(Boolean).map(Number);
+function projectRoot() {
+    let dir = dirname(fileURLToPath(import.meta.url));
+    while (!existsSync(join(dir, 'package.json'))) {
+        const up = dirname(dir);
+        if (up === dir)
+            throw new Error('package.json not found above ' + fileURLToPath(import.meta.url));
+        dir = up;
+    }
+    return dir;
+}
+function sentenceRanges(text) {
+    const out = [];
+    const re = /[.!?]["')\]]*\s+/g;
+    let start = 0;
+    for (const m of text.matchAll(re)) {
+        out.push([start, m.index + m[0].trimEnd().length]);
+        start = m.index + m[0].length;
+    }
+    if (start < text.length)
+        out.push([start, text.length]);
+    return out;
+}
+function load() {
+    const path = join(projectRoot(), '..', 'shared', 'data', 'squad-dev-v2.0.json');
+    const squad = JSON.parse(readFileSync(path, 'utf8'));
+    const files = [];
+    const titles = [];
+    const questions = [];
+    squad.data.forEach((article, f) => {
+        let offset = 0;
+        const parts = [];
+        for (const p of article.paragraphs) {
+            if (parts.length)
+                offset += 2;
+            const base = offset;
+            parts.push(p.context);
+            offset += p.context.length;
+            const sents = sentenceRanges(p.context);
+            for (const qa of p.qas) {
+                if (qa.is_impossible || qa.answers.length === 0)
+                    continue;
+                const spans = qa.answers.map((a) => [base + a.answer_start, base + a.answer_start + a.text.length]);
+                // Per gold answer, the smallest run of whole sentences containing it.
+                const sentences = qa.answers.map((a) => {
+                    const s = a.answer_start;
+                    const e = s + a.text.length;
+                    const cover = sents.filter(([ss, se]) => se > s && ss < e);
+                    return [base + (cover[0]?.[0] ?? s), base + (cover.at(-1)?.[1] ?? e)];
+                });
+                questions.push({ question: qa.question, file: f, paragraph: [base, base + p.context.length], spans, sentences });
+            }
+        }
+        files.push(parts.join('\n\n'));
+        titles.push(article.title);
+    });
+    return { files, titles, questions };
+}
+function covered(ranges, [s, e]) {
+    let pos = s;
+    for (const [rs, re] of ranges.sort((a, b) => a[0] - b[0])) {
+        if (rs > pos)
+            break;
+        if (re > pos)
+            pos = re;
+        if (pos >= e)
+            return true;
+    }
+    return pos >= e;
+}
+function percentile(xs, p) {
+    const s = [...xs].sort((a, b) => a - b);
+    return s[Math.min(s.length - 1, Math.floor(p * s.length))] ?? 0;
+}
+async function evalConfig(data, cfg) {
+    const dir = mkdtempSync(join(tmpdir(), 'rag-eval-'));
+    const store = openStore({ dir });
+    const kb = new KnowledgeBase({
+        store,
+        dataDir: dir,
+        embedder: new LocalEmbedder(),
+        chunkTokens: cfg.chunk,
+        chunkOverlap: cfg.overlap,
+        maxChunksPerFile: 100_000,
+        clock: Date.now,
+        rrfK: cfg.rrf,
+    });
+    const fileIds = [];
+    for (let f = 0; f < data.files.length; f++) {
+        const rec = await kb.ingest('eval', {
+            filename: `${data.titles[f]}.txt`,
+            contentType: 'text/plain',
+            bytes: Buffer.from(data.files[f]),
+            metadata: null,
+        });
+        fileIds.push(rec.id);
+    }
+    const rows = [];
+    const maxK = Math.max(...cfg.ks);
+    for (const mode of cfg.modes) {
+        const acc = cfg.ks.map(() => ({ sentence: 0, span: 0, paragraph: 0, tokens: 0, chunks: 0 }));
+        const lat = [];
+        for (const q of data.questions) {
+            const t0 = performance.now();
+            const all = await kb.search('eval', q.question, maxK, mode);
+            lat.push(performance.now() - t0);
+            cfg.ks.forEach((k, i) => {
+                const sel = selectContext(all.slice(0, k), { maxTokens: cfg.budget });
+                const ranges = sel.hits.filter((h) => h.file_id === fileIds[q.file]).map((h) => [h.char_start, h.char_end]);
+                const a = acc[i];
+                if (q.sentences.some((s) => covered(ranges, s)))
+                    a.sentence++;
+                if (q.spans.some((s) => covered(ranges, s)))
+                    a.span++;
+                if (covered(ranges, q.paragraph))
+                    a.paragraph++;
+                a.tokens += sel.tokens;
+                a.chunks += sel.hits.length;
+            });
+        }
+        const n = data.questions.length;
+        cfg.ks.forEach((k, i) => {
+            const a = acc[i];
+            rows.push({
+                chunk: cfg.chunk,
+                overlap: cfg.overlap,
+                mode,
+                k,
+                sentence: a.sentence / n,
+                span: a.span / n,
+                paragraph: a.paragraph / n,
+                tokens: a.tokens / n,
+                chunks: a.chunks / n,
+                p50: percentile(lat, 0.5),
+            });
+        });
+    }
+    await kb.close();
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+    return rows;
+}
+/** BM25 over whole paragraphs, top n: the figure the issue quotes (≈87% at 3 paragraphs / 635 tokens). */
+function baseline(data, tops) {
+    const paras = [];
+    const bm25 = new Bm25Index({ maxDocs: 10_000 });
+    data.files.forEach((text, file) => {
+        let pos = 0;
+        for (const p of text.split('\n\n')) {
+            bm25.add(paras.length, analyze(p));
+            paras.push({ file, range: [pos, pos + p.length], tokens: countO200k(p) });
+            pos += p.length + 2;
+        }
+    });
+    return tops.map((top) => {
+        let hit = 0;
+        let tokens = 0;
+        for (const q of data.questions) {
+            const got = bm25.search(analyze(q.question), top).map((h) => paras[h.label]);
+            if (got.some((p) => p.file === q.file && p.range[0] === q.paragraph[0]))
+                hit++;
+            tokens += got.reduce((s, p) => s + p.tokens, 0);
+        }
+        const n = data.questions.length;
+        return { chunk: 0, overlap: 0, mode: `bm25 paragraphs`, k: top, sentence: hit / n, span: hit / n, paragraph: hit / n, tokens: tokens / n, chunks: top, p50: 0 };
+    });
+}
+async function main() {
+    const chunks = nums(arg('chunks', '64,96,128,192'));
+    const overlaps = nums(arg('overlap', '0,16'));
+    const modes = arg('modes', 'bm25,vector,hybrid').split(',');
+    const ks = nums(arg('k', '8,20'));
+    const budget = Number(arg('budget', '1000'));
+    const rrf = Number(arg('rrf', '60'));
+    const limit = Number(arg('limit', '0'));
+    const data = load();
+    if (limit > 0)
+        data.questions = data.questions.filter((_, i) => i % Math.ceil(data.questions.length / limit) === 0);
+    const out = baseline(data, [3, 5]);
+    const t0 = performance.now();
+    for (const chunk of chunks)
+        for (const overlap of overlaps) {
+            if (overlap >= chunk)
+                continue;
+            out.push(...(await evalConfig(data, { chunk, overlap, modes, ks, budget, rrf })));
+            process.stderr.write(`chunk ${chunk} overlap ${overlap} done (${((performance.now() - t0) / 1000).toFixed(0)} s)\n`);
+        }
+    if (process.argv.includes('--json')) {
+        console.log(JSON.stringify(out));
+        return;
+    }
+    const pct = (x) => `${(x * 100).toFixed(1)}%`;
+    console.log(`SQuAD 2.0 dev: ${data.questions.length} answerable questions, ${data.files.length} articles; budget ${budget} tokens, RRF k ${rrf}`);
+    console.log('| chunk | overlap | mode | top-k | hit (sentence) | hit (span) | hit (paragraph) | retrieved tokens | chunks | search p50 |');
+    console.log('|---|---|---|---|---|---|---|---|---|---|');
+    for (const r of out)
+        console.log(`| ${r.chunk || 'paragraph'} | ${r.overlap} | ${r.mode} | ${r.k} | ${pct(r.sentence)} | ${pct(r.span)} | ${pct(r.paragraph)} | ${r.tokens.toFixed(0)} | ${r.chunks.toFixed(1)} | ${r.p50 ? `${r.p50.toFixed(2)} ms` : '–'} |`);
+}
+await main();
+//# sourceMappingURL=rag-eval.js.map

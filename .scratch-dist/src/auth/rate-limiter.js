@@ -1,0 +1,70 @@
+/**
+ * Per-key token buckets with a bounded key map: at most `maxKeys` buckets are kept (least recently used evicted; an
+ * evicted key simply starts again with a full bucket, which errs on the side of the caller).
+ */
+import { LRUCache } from 'lru-cache';
+import { gatewayError } from '../errors.js';
+import { TokenBucket } from './token-bucket.js';
+export class RateLimiter {
+    #limits;
+    #clock;
+    #buckets;
+    constructor(opts) {
+        this.#limits = opts.limits;
+        this.#clock = opts.clock;
+        this.#buckets = new LRUCache({ max: opts.maxKeys });
+    }
+    check(tenantId, plan) {
+        const perMinute = this.#limits[plan];
+        if (!Number.isFinite(perMinute)) {
+            return {
+                allowed: true,
+                retryAfterSeconds: 0,
+                headers: {
+                    'x-ratelimit-limit-requests': 'unlimited',
+                    'x-ratelimit-remaining-requests': 'unlimited',
+                    'x-ratelimit-reset-requests': '0s',
+                },
+            };
+        }
+        const now = this.#clock();
+        // The bucket is keyed by tenant and plan so that a plan change (RATE_LIMITS, re-issued key) gets a fresh bucket.
+        const id = `${tenantId}:${plan}`;
+        let bucket = this.#buckets.get(id);
+        if (bucket === undefined) {
+            bucket = new TokenBucket({ capacity: perMinute, perMinute, now });
+            this.#buckets.set(id, bucket);
+        }
+        const r = bucket.take(now);
+        return {
+            allowed: r.allowed,
+            retryAfterSeconds: Math.max(1, Math.ceil(r.retryAfterMs / 1000)),
+            headers: {
+                'x-ratelimit-limit-requests': String(bucket.capacity),
+                'x-ratelimit-remaining-requests': String(r.remaining),
+                'x-ratelimit-reset-requests': formatDuration(r.resetMs),
+            },
+        };
+    }
+    /** Throws 429 with Retry-After when refused; returns the headers to set either way. */
+    enforce(tenantId, plan) {
+        const d = this.check(tenantId, plan);
+        if (!d.allowed) {
+            throw gatewayError('rate_limit_exceeded', {
+                message: `Rate limit of ${this.#limits[plan]} requests per minute exceeded for the ${plan} plan; retry in ${d.retryAfterSeconds}s`,
+                headers: { ...d.headers, 'retry-after': String(d.retryAfterSeconds) },
+            });
+        }
+        return d.headers;
+    }
+}
+/** OpenAI's reset format: `1m6s`, `6s`, `250ms`. */
+export function formatDuration(ms) {
+    if (ms < 1000)
+        return `${Math.ceil(ms)}ms`;
+    const total = Math.ceil(ms / 1000);
+    const m = Math.floor(total / 60);
+    const s = total % 60;
+    return m > 0 ? `${m}m${s}s` : `${s}s`;
+}
+//# sourceMappingURL=rate-limiter.js.map

@@ -1,0 +1,103 @@
+import { readJsonObject } from '../http/body.js';
+import { sendJson } from '../http/respond.js';
+import { gatewayError } from '../errors.js';
+import { readUpstreamBody } from '../upstream/client.js';
+import { upstreamHttpError } from '../upstream/errors.js';
+import { relayStream, SSE_HEADERS } from './relay-stream.js';
+import { validateChat } from './validate.js';
+export function chatHandler(o) {
+    return async (ctx) => {
+        const tenant = ctx.tenant;
+        if (tenant === undefined)
+            throw gatewayError('missing_service_key');
+        const body = await readJsonObject(ctx.req, o.limits.maxBodyBytes);
+        const req = validateChat(body, o.limits);
+        ctx.annotations.model = req.model;
+        ctx.annotations.stream = req.stream;
+        const authorization = ctx.req.headers.authorization;
+        if (authorization === undefined || authorization.trim() === '')
+            throw gatewayError('missing_provider_key');
+        const prepared = await o.planner.prepare(tenant, req, { authorization, signal: ctx.signal });
+        const shouldSave = req.sessionId !== undefined && req.saveToMemory;
+        const upstreamBody = { ...req.passthrough, messages: prepared.messages };
+        if (req.stream && o.alwaysRequestUsage && !req.includeUsage) {
+            const so = req.passthrough.stream_options;
+            upstreamBody.stream_options = { ...(so && typeof so === 'object' ? so : {}), include_usage: true };
+        }
+        const sentAt = o.clock();
+        const upstream = await o.upstream.chat(JSON.stringify(upstreamBody), {
+            authorization,
+            signal: ctx.signal,
+            stream: req.stream,
+        });
+        ctx.annotations.upstreamHeadersMs = o.clock() - sentAt;
+        const ok = upstream.status >= 200 && upstream.status < 300;
+        const contentType = String(upstream.headers['content-type'] ?? '');
+        if (!ok) {
+            const text = await readUpstreamBody(upstream.body, o.limits.maxUpstreamBodyBytes);
+            const ra = upstream.headers['retry-after'];
+            throw upstreamHttpError(upstream.status, text, typeof ra === 'string' ? ra : undefined);
+        }
+        if (req.stream && contentType.includes('text/event-stream')) {
+            ctx.res.writeHead(200, SSE_HEADERS);
+            ctx.res.flushHeaders();
+            const outcome = await relayStream({
+                upstream: upstream.body,
+                res: ctx.res,
+                signal: ctx.signal,
+                metadataJson: JSON.stringify(prepared.metadata),
+                includeUsage: req.includeUsage,
+                maxEventBytes: o.limits.maxEventBytes,
+                onFirstToken: () => {
+                    ctx.annotations.ttftMs = o.clock() - sentAt;
+                },
+                onComplete: async (text, usage) => {
+                    o.planner.observeUsage(req.model, prepared.countedTokens, usage);
+                    annotateUsage(ctx.annotations, usage);
+                    if (shouldSave)
+                        await o.planner.save(tenant, req, text);
+                },
+            });
+            ctx.annotations.outcome = outcome.kind;
+            if (outcome.kind === 'failed' && outcome.error)
+                ctx.annotations.streamError = outcome.error.code;
+            return;
+        }
+        // Non-stream (or an upstream that answered a stream request with plain JSON).
+        const text = await readUpstreamBody(upstream.body, o.limits.maxUpstreamBodyBytes);
+        let completion;
+        try {
+            const parsed = JSON.parse(text);
+            if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed))
+                throw new Error('not an object');
+            completion = parsed;
+        }
+        catch (err) {
+            throw gatewayError('upstream_invalid_response', { message: 'The upstream response is not a JSON object', cause: err });
+        }
+        if (completion.error !== undefined && completion.choices === undefined) {
+            // OpenRouter can answer 200 with an error body (e.g. a provider failure after routing).
+            throw upstreamHttpError(502, text);
+        }
+        const usage = completion.usage;
+        o.planner.observeUsage(req.model, prepared.countedTokens, usage);
+        annotateUsage(ctx.annotations, usage);
+        if (shouldSave)
+            await o.planner.save(tenant, req, replyText(completion));
+        if (ctx.signal.aborted)
+            return;
+        sendJson(ctx.res, 200, { ...completion, _metadata: prepared.metadata });
+    };
+}
+function replyText(completion) {
+    const choices = completion.choices;
+    const content = choices?.[0]?.message?.content;
+    return typeof content === 'string' ? content : '';
+}
+function annotateUsage(a, usage) {
+    if (usage === undefined)
+        return;
+    a.promptTokens = usage.prompt_tokens;
+    a.completionTokens = usage.completion_tokens;
+}
+//# sourceMappingURL=handler.js.map

@@ -1,0 +1,222 @@
+/**
+ * The one configuration module. `loadConfig(env)` turns environment variables into a validated, typed `Config`;
+ * nothing else in `src/` reads `process.env` (the composition root passes it in). Every variable, its default and its
+ * edge cases are listed in `DEFAULTS`/`VARIABLES` below and in the README's configuration table.
+ * An invalid value throws `ConfigError` whose message is one line naming the variable.
+ */
+import { readFileSync } from 'node:fs';
+import { parseEnv } from 'node:util';
+import { PLANS } from './types.js';
+export class ConfigError extends Error {
+    variable;
+    constructor(variable, problem) {
+        super(`${variable}: ${problem}`);
+        this.variable = variable;
+        this.name = 'ConfigError';
+    }
+}
+/** Defaults in one object (pino style). */
+export const DEFAULTS = {
+    PORT: '8080',
+    HOST: '127.0.0.1',
+    UPSTREAM_BASE_URL: 'https://openrouter.ai/api/v1',
+    DATA_DIR: './data',
+    SERVICE_KEYS: '',
+    RATE_LIMITS: 'free:10,pro:100,premium:500,enterprise:1000',
+    RATE_LIMIT_MAX_KEYS: '10000',
+    LOG_LEVEL: 'info',
+    HTTP_REFERER: '',
+    X_TITLE: '',
+    MAX_BODY_BYTES: String(4 * 1024 * 1024),
+    MAX_FILE_BYTES: String(20 * 1024 * 1024),
+    MAX_HEADER_BYTES: String(16 * 1024),
+    MAX_MESSAGES: '1000',
+    MAX_SESSION_ID_LENGTH: '256',
+    MAX_CHUNKS_PER_FILE: '20000',
+    REQUEST_TIMEOUT_MS: '30000',
+    HEADERS_TIMEOUT_MS: '10000',
+    UPSTREAM_CONNECT_TIMEOUT_MS: '10000',
+    UPSTREAM_HEADERS_TIMEOUT_MS: '120000',
+    UPSTREAM_BODY_TIMEOUT_MS: '120000',
+    UPSTREAM_CONNECTIONS: '128',
+    MODELS_CACHE_TTL_MS: '300000',
+    DEFAULT_CONTEXT_LENGTH: '8192',
+    DEFAULT_MAX_TOKENS: '1024',
+    TOKEN_MARGINS: 'openai:0,anthropic:0.15,google:0.15,meta-llama:0.1,mistralai:0.15,*:0.1',
+    MAX_HISTORY_MESSAGES: '400',
+    MAX_SESSION_MESSAGES: '10000',
+    RAG_BUDGET_SHARE: '0.25',
+    RAG_MAX_TOKENS: '1000',
+    RAG_TOP_K: '8',
+    CHUNK_TOKENS: '200',
+    CHUNK_OVERLAP: '30',
+    RECALL: 'on',
+    RECALL_RECENT_SHARE: '0.5',
+    EMBEDDINGS: 'local',
+    EMBEDDINGS_BASE_URL: '',
+    EMBEDDINGS_MODEL: '',
+    EMBEDDINGS_API_KEY: '',
+    SHUTDOWN_GRACE_MS: '10000',
+};
+/**
+ * Read `.env` from `cwd` if it exists and overlay the real environment on it (real variables win, as with dotenv).
+ * A missing file is the normal case and is not an error.
+ */
+export function envWithDotenv(env, cwd) {
+    let text;
+    try {
+        text = readFileSync(`${cwd}/.env`, 'utf8');
+    }
+    catch (err) {
+        if (err.code === 'ENOENT')
+            return env;
+        throw new ConfigError('.env', `cannot be read: ${err.message}`);
+    }
+    return { ...parseEnv(text), ...env };
+}
+export function loadConfig(env) {
+    const get = (name) => {
+        const v = env[name];
+        return v === undefined || v === '' ? DEFAULTS[name] : v.trim();
+    };
+    const optional = (name) => get(name) || undefined;
+    const int = (name, min, max = Number.MAX_SAFE_INTEGER) => {
+        const raw = get(name);
+        if (!/^\d+$/.test(raw))
+            throw new ConfigError(name, `must be a whole number, got "${raw}"`);
+        const n = Number(raw);
+        if (n < min || n > max)
+            throw new ConfigError(name, `must be between ${min} and ${max}, got ${n}`);
+        return n;
+    };
+    const share = (name) => {
+        const raw = get(name);
+        const n = Number(raw);
+        if (raw === '' || !Number.isFinite(n) || n < 0 || n > 1)
+            throw new ConfigError(name, `must be a number from 0 to 1, got "${raw}"`);
+        return n;
+    };
+    const url = (name) => {
+        const raw = get(name);
+        let u;
+        try {
+            u = new URL(raw);
+        }
+        catch {
+            throw new ConfigError(name, `must be an http(s) URL, got "${raw}"`);
+        }
+        if (u.protocol !== 'http:' && u.protocol !== 'https:')
+            throw new ConfigError(name, `must be an http(s) URL, got "${raw}"`);
+        return raw.replace(/\/+$/, '');
+    };
+    const rateLimits = parseRateLimits(get('RATE_LIMITS'));
+    const serviceKeys = parseServiceKeys(get('SERVICE_KEYS'));
+    const embeddings = get('EMBEDDINGS');
+    if (embeddings !== 'local' && embeddings !== 'openai-compatible')
+        throw new ConfigError('EMBEDDINGS', `must be "local" or "openai-compatible", got "${embeddings}"`);
+    if (embeddings === 'openai-compatible') {
+        if (!optional('EMBEDDINGS_BASE_URL'))
+            throw new ConfigError('EMBEDDINGS_BASE_URL', 'is required when EMBEDDINGS=openai-compatible');
+        url('EMBEDDINGS_BASE_URL');
+        if (!optional('EMBEDDINGS_MODEL'))
+            throw new ConfigError('EMBEDDINGS_MODEL', 'is required when EMBEDDINGS=openai-compatible');
+    }
+    const recall = get('RECALL');
+    if (recall !== 'on' && recall !== 'off')
+        throw new ConfigError('RECALL', `must be "on" or "off", got "${recall}"`);
+    const chunkTokens = int('CHUNK_TOKENS', 16, 8192);
+    const chunkOverlap = int('CHUNK_OVERLAP', 0, 4096);
+    if (chunkOverlap >= chunkTokens)
+        throw new ConfigError('CHUNK_OVERLAP', `must be smaller than CHUNK_TOKENS (${chunkTokens}), got ${chunkOverlap}`);
+    return {
+        port: int('PORT', 0, 65535),
+        host: get('HOST'),
+        upstreamBaseUrl: url('UPSTREAM_BASE_URL'),
+        dataDir: get('DATA_DIR'),
+        serviceKeys,
+        rateLimits,
+        rateLimitMaxKeys: int('RATE_LIMIT_MAX_KEYS', 1),
+        logLevel: parseLogLevel(get('LOG_LEVEL')),
+        httpReferer: optional('HTTP_REFERER'),
+        xTitle: optional('X_TITLE'),
+        maxBodyBytes: int('MAX_BODY_BYTES', 1024),
+        maxFileBytes: int('MAX_FILE_BYTES', 1024),
+        maxHeaderBytes: int('MAX_HEADER_BYTES', 1024),
+        maxMessages: int('MAX_MESSAGES', 1),
+        maxSessionIdLength: int('MAX_SESSION_ID_LENGTH', 1, 4096),
+        maxChunksPerFile: int('MAX_CHUNKS_PER_FILE', 1),
+        requestTimeout: int('REQUEST_TIMEOUT_MS', 100),
+        headersTimeout: int('HEADERS_TIMEOUT_MS', 100),
+        upstreamConnectTimeout: int('UPSTREAM_CONNECT_TIMEOUT_MS', 10),
+        upstreamHeadersTimeout: int('UPSTREAM_HEADERS_TIMEOUT_MS', 10),
+        upstreamBodyTimeout: int('UPSTREAM_BODY_TIMEOUT_MS', 10),
+        upstreamConnections: int('UPSTREAM_CONNECTIONS', 1, 65535),
+        modelsCacheTtl: int('MODELS_CACHE_TTL_MS', 0),
+        defaultContextLength: int('DEFAULT_CONTEXT_LENGTH', 256),
+        defaultMaxTokens: int('DEFAULT_MAX_TOKENS', 1),
+        tokenMargins: parseMargins(get('TOKEN_MARGINS')),
+        maxHistoryMessages: int('MAX_HISTORY_MESSAGES', 0),
+        maxSessionMessages: int('MAX_SESSION_MESSAGES', 2),
+        ragBudgetShare: share('RAG_BUDGET_SHARE'),
+        ragMaxTokens: int('RAG_MAX_TOKENS', 0),
+        ragTopK: int('RAG_TOP_K', 1, 100),
+        chunkTokens,
+        chunkOverlap,
+        recallEnabled: recall === 'on',
+        recallRecentShare: share('RECALL_RECENT_SHARE'),
+        embeddings,
+        embeddingsBaseUrl: embeddings === 'openai-compatible' ? url('EMBEDDINGS_BASE_URL') : undefined,
+        embeddingsModel: optional('EMBEDDINGS_MODEL'),
+        embeddingsApiKey: optional('EMBEDDINGS_API_KEY'),
+        shutdownGrace: int('SHUTDOWN_GRACE_MS', 0),
+    };
+}
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+function parseLogLevel(raw) {
+    if (!LOG_LEVELS.includes(raw))
+        throw new ConfigError('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}, got "${raw}"`);
+    return raw;
+}
+function isPlan(s) {
+    return PLANS.includes(s);
+}
+export function parseRateLimits(raw) {
+    const limits = { free: 10, pro: 100, premium: 500, enterprise: 1000, unlimited: Infinity };
+    for (const part of raw.split(',').filter(Boolean)) {
+        const [plan, value, extra] = part.split(':').map((s) => s.trim());
+        if (plan === undefined || value === undefined || extra !== undefined || !isPlan(plan))
+            throw new ConfigError('RATE_LIMITS', `expected plan:perMinute pairs of ${PLANS.join('/')}, got "${part}"`);
+        if (plan === 'unlimited')
+            throw new ConfigError('RATE_LIMITS', 'the unlimited plan has no limit to set');
+        if (!/^\d+$/.test(value) || Number(value) < 1)
+            throw new ConfigError('RATE_LIMITS', `${plan} must be a whole number of requests per minute ≥ 1, got "${value}"`);
+        limits[plan] = Number(value);
+    }
+    return limits;
+}
+export function parseServiceKeys(raw) {
+    const keys = new Map();
+    for (const part of raw.split(',').filter((s) => s.trim() !== '')) {
+        const idx = part.lastIndexOf(':');
+        const key = (idx === -1 ? part : part.slice(0, idx)).trim();
+        const plan = (idx === -1 ? 'free' : part.slice(idx + 1)).trim();
+        if (key.length < 8)
+            throw new ConfigError('SERVICE_KEYS', 'each key must be at least 8 characters long');
+        if (!isPlan(plan))
+            throw new ConfigError('SERVICE_KEYS', `unknown plan "${plan}" (use ${PLANS.join(', ')})`);
+        keys.set(key, plan);
+    }
+    return keys;
+}
+function parseMargins(raw) {
+    const margins = {};
+    for (const part of raw.split(',').filter(Boolean)) {
+        const [prefix, value] = part.split(':').map((s) => s.trim());
+        const n = Number(value);
+        if (!prefix || value === undefined || !Number.isFinite(n) || n < 0 || n >= 1)
+            throw new ConfigError('TOKEN_MARGINS', `expected vendor:share pairs with share in [0, 1), got "${part}"`);
+        margins[prefix] = n;
+    }
+    return margins;
+}
+//# sourceMappingURL=config.js.map

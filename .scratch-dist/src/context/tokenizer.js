@@ -1,0 +1,172 @@
+/**
+ * Token counting adapter over gpt-tokenizer: the one place that knows which encoding a model uses, how a chat is
+ * framed, how much of a window to trust for vendors whose tokenizer we do not have, and what the upstream has taught
+ * us about our counts.
+ *
+ * Exactness: for OpenAI models `chatTokens` equals gpt-tokenizer's `encodeChat(...).length` for the same encoding and
+ * chat format. encodeChat encodes every message's content on its own and frames it with fixed special tokens, so a
+ * chat's count is additive: `chatOverhead + Σ (framing(role) + contentTokens)`. That is what lets history be counted
+ * from the content counts stored at write time instead of re-tokenizing it on every request. The framing is measured
+ * from gpt-tokenizer itself at load (an empty-content message per role), not hard-coded, so it follows the library.
+ *
+ * Other vendors tokenize differently; their counts are o200k estimates, made safe by a per-vendor share of the window
+ * kept free (`margins`) and by a learned per-model correction from the upstream's reported `prompt_tokens`.
+ */
+import { LRUCache } from 'lru-cache';
+import * as cl100k from 'gpt-tokenizer/encoding/cl100k_base';
+import * as o200k from 'gpt-tokenizer/encoding/o200k_base';
+/** Encoding of the content token counts stored with every message (and chunk). */
+export const STORED_ENCODING = 'o200k_base';
+/**
+ * User text may contain `<|endoftext|>`, `<|im_start|>` and friends: they are plain text to us (that is also what the
+ * provider does with them in message content), never special tokens and never a reason to throw.
+ */
+const AS_TEXT = { disallowedSpecial: new Set() };
+const ROLES = ['system', 'user', 'assistant'];
+function scheme(encoding, api, referenceModel) {
+    const overhead = api.encodeChat([], referenceModel, AS_TEXT).length;
+    const framing = {};
+    for (const role of ROLES)
+        framing[role] = api.encodeChat([{ role, content: '' }], referenceModel, AS_TEXT).length - overhead;
+    return { encoding, referenceModel, count: (text) => api.countTokens(text, AS_TEXT), framing, overhead };
+}
+// gpt-4o / gpt-4 format: <|im_start|>role<|im_sep|>content<|im_end|>; gpt-3.5 uses newlines instead of <|im_sep|> and
+// after <|im_end|>, hence its own scheme (one more token per message).
+const O200K = scheme('o200k_base', o200k, 'gpt-4o');
+const CL100K = scheme('cl100k_base', cl100k, 'gpt-4');
+const CL100K_GPT35 = scheme('cl100k_base', cl100k, 'gpt-3.5-turbo');
+/** OpenAI ids that predate o200k (gpt-tokenizer's cl100k list, as prefixes so dated and `:variant` ids match too). */
+const CL100K_IDS = /^(?:gpt-3\.5|gpt-4(?=$|[-:@])|text-embedding-(?:3|ada)|babbage-002|davinci-002)/;
+const GPT35_IDS = /^gpt-3\.5/;
+/** Learned ratios outside this range are clamped: one odd upstream report must not wreck every later budget. */
+const MIN_RATIO = 0.5;
+const MAX_RATIO = 2;
+/** Weight of a new observation in the per-model moving average. */
+const EMA_ALPHA = 0.1;
+/**
+ * Prompts smaller than this are not learned from: with a few tokens of content, framing conventions (OpenAI counts 3
+ * per message, encodeChat 4) dominate the ratio and say nothing about the vendor's tokenizer.
+ */
+const MIN_OBSERVED = 64;
+export class TokenCounter {
+    #margins;
+    #defaultMargin;
+    /** Model ids arrive from clients, so both maps are bounded. */
+    #models;
+    #ratios;
+    /**
+     * History is stored with o200k counts; a cl100k model needs its own. Keyed by the message object so it lives exactly
+     * as long as the history entry that holds it (the session repository caches those), with no bound of its own to
+     * manage.
+     */
+    #cl100kCounts = new WeakMap();
+    constructor(opts) {
+        const margins = new Map();
+        for (const [vendor, share] of Object.entries(opts.margins)) {
+            if (!(share >= 0 && share < 1))
+                throw new RangeError(`margin for "${vendor}" must be in [0, 1), got ${share}`);
+            margins.set(vendor, share);
+        }
+        this.#margins = margins;
+        this.#defaultMargin = margins.get('*') ?? 0;
+        const max = opts.maxModels ?? 1000;
+        if (!Number.isInteger(max) || max < 1)
+            throw new RangeError(`maxModels must be a positive integer, got ${max}`);
+        this.#models = new LRUCache({ max });
+        this.#ratios = new LRUCache({ max });
+    }
+    /** Which encoding a model id maps to (an `openai/` prefix is ignored; every other vendor gets o200k). */
+    encodingFor(model) {
+        return this.#info(model).scheme.encoding;
+    }
+    /** Content-only count; `model` picks the encoding (o200k, the stored encoding, when omitted). */
+    textTokens(text, model) {
+        return (model === undefined ? O200K : this.#info(model).scheme).count(text);
+    }
+    /** Tokens one message adds to a chat: its content plus the per-message framing for this model's chat format. */
+    messageTokens(m, model) {
+        const s = this.#info(model).scheme;
+        return s.framing[m.role] + s.count(m.content);
+    }
+    /** Same, from an already known content count (same encoding as the model's): no tokenizing at all. */
+    messageTokensFromContent(role, contentTokens, model) {
+        return this.#info(model).scheme.framing[role] + contentTokens;
+    }
+    /**
+     * A stored message's tokens for this model, from the content count stored at write time (o200k). Only for the
+     * older cl100k OpenAI models is the content counted again (once per message object).
+     */
+    storedMessageTokens(m, model) {
+        const s = this.#info(model).scheme;
+        if (s.encoding === STORED_ENCODING)
+            return s.framing[m.role] + m.tokens;
+        let content = this.#cl100kCounts.get(m);
+        if (content === undefined) {
+            content = s.count(m.content);
+            this.#cl100kCounts.set(m, content);
+        }
+        return s.framing[m.role] + content;
+    }
+    /** Added once per chat: the reply priming (`<|im_start|>assistant<|im_sep|>`). */
+    chatOverhead(model) {
+        return this.#info(model).scheme.overhead;
+    }
+    /** Exact count of a whole chat as encodeChat counts it for this model's encoding and chat format. */
+    chatTokens(messages, model) {
+        const s = this.#info(model).scheme;
+        let total = s.overhead;
+        for (const m of messages)
+            total += s.framing[m.role] + s.count(m.content);
+        return total;
+    }
+    /**
+     * The part of `window` the packer may fill for this model: the vendor's margin is kept free, and when the upstream
+     * has reported more prompt tokens than we counted (ratio r > 1) the budget shrinks to window / r if that is
+     * smaller. The margin is the configured floor of safety; learning only ever tightens it.
+     */
+    usableWindow(model, window) {
+        const { margin } = this.#info(model);
+        const ratio = Math.max(1, this.#ratios.get(model) ?? 1);
+        return Math.max(0, Math.floor(window * Math.min(1 - margin, 1 / ratio)));
+    }
+    /**
+     * Learn from the upstream's `usage.prompt_tokens` (`reported`) for a prompt we counted as `counted`. Keeps a
+     * per-model moving average of reported / counted, clamped to [0.5, 2]; prompts under 64 tokens and nonsense
+     * values are ignored.
+     */
+    observe(model, counted, reported) {
+        if (!Number.isFinite(counted) || !Number.isFinite(reported) || counted < MIN_OBSERVED || reported <= 0)
+            return;
+        const ratio = Math.min(MAX_RATIO, Math.max(MIN_RATIO, reported / counted));
+        const previous = this.#ratios.get(model);
+        this.#ratios.set(model, previous === undefined ? ratio : previous + EMA_ALPHA * (ratio - previous));
+    }
+    /** Learned reported/counted ratios by model id (for metrics). */
+    corrections() {
+        return new Map(this.#ratios.entries());
+    }
+    /** Margin share for a model's vendor (exposed for metrics and docs). */
+    marginFor(model) {
+        return this.#info(model).margin;
+    }
+    #info(model) {
+        let info = this.#models.get(model);
+        if (info === undefined) {
+            info = this.#resolve(model);
+            this.#models.set(model, info);
+        }
+        return info;
+    }
+    #resolve(model) {
+        const slash = model.indexOf('/');
+        const vendor = slash === -1 ? undefined : model.slice(0, slash);
+        const margin = (vendor === undefined ? undefined : this.#margins.get(vendor)) ?? this.#defaultMargin;
+        // Only OpenAI ids (with their vendor prefix, or bare) can name an older encoding; everything else is o200k.
+        const id = vendor === undefined ? model : vendor === 'openai' ? model.slice(slash + 1) : undefined;
+        let s = O200K;
+        if (id !== undefined && CL100K_IDS.test(id))
+            s = GPT35_IDS.test(id) ? CL100K_GPT35 : CL100K;
+        return { scheme: s, margin };
+    }
+}
+//# sourceMappingURL=tokenizer.js.map

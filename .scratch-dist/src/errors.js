@@ -1,0 +1,98 @@
+/**
+ * The one error registry. Every error the gateway returns is a `GatewayError` with a stable `code`, an HTTP status
+ * and an OpenAI error `type`; `toWire` is the only place that turns one into the response body.
+ * Upstream errors are converted into the same shape in `upstream/errors.ts`.
+ */
+export class GatewayError extends Error {
+    status;
+    type;
+    code;
+    param;
+    /** Extra response headers this error needs (Retry-After for 429, Allow for 405). */
+    headers;
+    constructor(opts) {
+        super(opts.message, opts.cause === undefined ? undefined : { cause: opts.cause });
+        this.name = 'GatewayError';
+        this.status = opts.status;
+        this.type = opts.type;
+        this.code = opts.code;
+        this.param = opts.param ?? null;
+        this.headers = opts.headers ?? {};
+    }
+}
+/**
+ * Every code the gateway itself emits. The README's error table is checked against this list by a test, so a code
+ * cannot be added without being documented.
+ */
+export const ERROR_CODES = {
+    invalid_json: { status: 400, type: 'invalid_request_error', message: 'Request body is not valid JSON' },
+    invalid_parameter: { status: 400, type: 'invalid_request_error', message: 'Invalid parameter' },
+    missing_parameter: { status: 400, type: 'invalid_request_error', message: 'Missing required parameter' },
+    context_length_exceeded: {
+        status: 400,
+        type: 'invalid_request_error',
+        message: "The request's messages and reply reserve do not fit the model's context window",
+    },
+    empty_file: { status: 400, type: 'invalid_request_error', message: 'The file has no extractable text' },
+    embedder_mismatch: {
+        status: 400,
+        type: 'invalid_request_error',
+        message: 'This knowledge base was indexed with a different embedder',
+    },
+    missing_service_key: {
+        status: 401,
+        type: 'authentication_error',
+        message: 'Missing service key: send it in the `serviceKey` header',
+    },
+    invalid_service_key: { status: 401, type: 'authentication_error', message: 'Invalid service key' },
+    missing_provider_key: {
+        status: 401,
+        type: 'authentication_error',
+        message: 'Missing provider API key: send `Authorization: Bearer <key>`',
+    },
+    not_found: { status: 404, type: 'not_found_error', message: 'Not found' },
+    method_not_allowed: { status: 405, type: 'invalid_request_error', message: 'Method not allowed' },
+    request_timeout: { status: 408, type: 'invalid_request_error', message: 'The request body was not received in time' },
+    payload_too_large: { status: 413, type: 'invalid_request_error', message: 'Request body too large' },
+    unsupported_media_type: { status: 415, type: 'invalid_request_error', message: 'Unsupported content type' },
+    rate_limit_exceeded: { status: 429, type: 'rate_limit_error', message: 'Rate limit exceeded' },
+    internal_error: { status: 500, type: 'api_error', message: 'Internal server error' },
+    upstream_unreachable: { status: 502, type: 'upstream_error', message: 'The upstream provider could not be reached' },
+    upstream_invalid_response: {
+        status: 502,
+        type: 'upstream_error',
+        message: 'The upstream provider sent an invalid response',
+    },
+    upstream_timeout: { status: 504, type: 'timeout_error', message: 'The upstream provider did not answer in time' },
+    shutting_down: { status: 503, type: 'api_error', message: 'The gateway is shutting down' },
+};
+/** Build a registered error. `message` overrides the default; `param` names the offending field. */
+export function gatewayError(code, opts = {}) {
+    const def = ERROR_CODES[code];
+    return new GatewayError({
+        status: def.status,
+        type: def.type,
+        code,
+        message: opts.message ?? def.message,
+        param: opts.param ?? null,
+        headers: opts.headers,
+        cause: opts.cause,
+    });
+}
+/** Shorthand for the most common case: a 400 naming the field at fault. */
+export function invalidParam(param, message) {
+    return gatewayError('invalid_parameter', { param, message });
+}
+/**
+ * Convert anything thrown into a GatewayError. Unknown errors become a 500 whose message carries no internals
+ * (no stack traces on the wire); the original stays as `cause` for the log.
+ */
+export function asGatewayError(err) {
+    if (err instanceof GatewayError)
+        return err;
+    return gatewayError('internal_error', { cause: err });
+}
+export function toWire(err) {
+    return { error: { message: err.message, type: err.type, param: err.param, code: err.code } };
+}
+//# sourceMappingURL=errors.js.map

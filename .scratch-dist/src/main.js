@@ -1,0 +1,208 @@
+/**
+ * The composition root: the only module that wires adapters together and the only reader of `process.env`
+ * (through `startFromEnv`). Everything else receives what it needs as arguments.
+ */
+import { once } from 'node:events';
+import { Authenticator } from './auth/authenticator.js';
+import { RateLimiter } from './auth/rate-limiter.js';
+import { chatHandler } from './chat/handler.js';
+import { Planner } from './chat/planner.js';
+import { ConfigError, envWithDotenv, loadConfig } from './config.js';
+import { TokenCounter } from './context/tokenizer.js';
+import { createHttpServer } from './http/server.js';
+import { createLogger, logRequest } from './log.js';
+import { createMetrics } from './metrics.js';
+import { createEmbedder } from './rag/embedder.js';
+import { KnowledgeBase } from './rag/knowledge-base.js';
+import { fileRoutes } from './routes/files.js';
+import { healthHandler } from './routes/health.js';
+import { metricsHandler } from './routes/metrics.js';
+import { modelsHandler } from './routes/models.js';
+import { sessionRoutes } from './routes/sessions.js';
+import { KeyRepo } from './storage/key-repo.js';
+import { SessionRepo } from './storage/session-repo.js';
+import { openStore } from './storage/store.js';
+import { systemClock } from './types.js';
+import { UpstreamClient } from './upstream/client.js';
+import { ModelCatalog } from './upstream/model-catalog.js';
+/** Bounds on what we accept from the upstream. */
+const MAX_UPSTREAM_BODY = 32 * 1024 * 1024;
+const MAX_SSE_EVENT = 1024 * 1024;
+export async function startGateway(config, opts = {}) {
+    const clock = opts.clock ?? systemClock;
+    const now = opts.now ?? Date.now;
+    const logger = createLogger({ level: config.logLevel, ...(opts.logDestination ? { destination: opts.logDestination } : {}) });
+    const metrics = createMetrics();
+    const store = openStore({ dir: config.dataDir });
+    const keys = new KeyRepo(store, { now });
+    if (config.serviceKeys.size === 0 && keys.countActive() === 0) {
+        const { key, record } = await keys.create('pro', 'bootstrap');
+        const line = `recallgate: created the first service key (${record.id}, plan pro). It is shown only once: ${key}`;
+        (opts.onBootstrapKey ?? ((l) => process.stderr.write(`${l}\n`)))(line);
+    }
+    const authenticator = new Authenticator({ inlineKeys: config.serviceKeys, stored: keys });
+    const limiter = new RateLimiter({ limits: config.rateLimits, maxKeys: config.rateLimitMaxKeys, clock });
+    const upstream = new UpstreamClient({
+        baseUrl: config.upstreamBaseUrl,
+        connectTimeout: config.upstreamConnectTimeout,
+        headersTimeout: config.upstreamHeadersTimeout,
+        bodyTimeout: config.upstreamBodyTimeout,
+        connections: config.upstreamConnections,
+        httpReferer: config.httpReferer,
+        xTitle: config.xTitle,
+    });
+    const catalog = new ModelCatalog({ upstream, ttl: config.modelsCacheTtl, clock });
+    const counter = new TokenCounter({ margins: config.tokenMargins });
+    const sessions = new SessionRepo(store, { maxMessagesPerSession: config.maxSessionMessages, clock: now, counter });
+    const knowledge = new KnowledgeBase({
+        store,
+        dataDir: config.dataDir,
+        embedder: createEmbedder(config),
+        chunkTokens: config.chunkTokens,
+        chunkOverlap: config.chunkOverlap,
+        maxChunksPerFile: config.maxChunksPerFile,
+        clock: now,
+    });
+    await knowledge.init();
+    const planner = new Planner({
+        counter,
+        sessions,
+        knowledge,
+        catalog,
+        defaultContextLength: config.defaultContextLength,
+        defaultMaxTokens: config.defaultMaxTokens,
+        maxHistoryMessages: config.maxHistoryMessages,
+        ragBudgetShare: config.ragBudgetShare,
+        ragMaxTokens: config.ragMaxTokens,
+        ragTopK: config.ragTopK,
+    });
+    metrics.setCollectors({ corrections: () => counter.corrections() });
+    const s = sessionRoutes(sessions, { maxSessionIdLength: config.maxSessionIdLength });
+    const f = fileRoutes(knowledge, { maxFileBytes: config.maxFileBytes, maxBodyBytes: config.maxBodyBytes, ragTopK: config.ragTopK });
+    const routes = [
+        { method: 'GET', path: '/healthz', auth: false, handler: healthHandler() },
+        { method: 'GET', path: '/metrics', auth: false, handler: metricsHandler(metrics) },
+        {
+            method: 'POST',
+            path: '/api/v1/chat/completions',
+            auth: true,
+            handler: chatHandler({
+                upstream,
+                planner,
+                clock,
+                alwaysRequestUsage: true,
+                limits: {
+                    maxMessages: config.maxMessages,
+                    maxSessionIdLength: config.maxSessionIdLength,
+                    maxBodyBytes: config.maxBodyBytes,
+                    maxUpstreamBodyBytes: MAX_UPSTREAM_BODY,
+                    maxEventBytes: MAX_SSE_EVENT,
+                },
+            }),
+        },
+        { method: 'GET', path: '/api/v1/models', auth: true, handler: modelsHandler(catalog) },
+        { method: 'GET', path: '/api/v1/sessions', auth: true, handler: s.list },
+        { method: 'GET', path: '/api/v1/sessions/:id', auth: true, handler: s.get },
+        { method: 'DELETE', path: '/api/v1/sessions/:id', auth: true, handler: s.del },
+        { method: 'POST', path: '/api/v1/files', auth: true, handler: f.upload },
+        { method: 'GET', path: '/api/v1/files', auth: true, handler: f.list },
+        // Registered before /files/:id so that `search` is never read as an id.
+        { method: 'POST', path: '/api/v1/files/search', auth: true, handler: f.search },
+        { method: 'GET', path: '/api/v1/files/:id', auth: true, handler: f.get },
+        { method: 'DELETE', path: '/api/v1/files/:id', auth: true, handler: f.del },
+    ];
+    const http = createHttpServer({
+        routes,
+        authenticator,
+        limiter,
+        clock,
+        headersTimeout: config.headersTimeout,
+        requestTimeout: config.requestTimeout,
+        maxHeaderBytes: config.maxHeaderBytes,
+        onRateLimited: (plan) => metrics.rateLimited(plan),
+        onRequestDone: (r) => {
+            const a = r.annotations;
+            const num = (v) => (typeof v === 'number' ? v : undefined);
+            metrics.observeRequest({ route: r.route, method: r.method, status: r.status, plan: r.tenant?.plan ?? 'none', durationMs: r.durationMs });
+            const model = typeof a.model === 'string' ? a.model : undefined;
+            if (model !== undefined && a.upstreamHeadersMs !== undefined) {
+                metrics.observeUpstream({ model, headersMs: num(a.upstreamHeadersMs), ttftMs: num(a.ttftMs) });
+                if (a.promptTokens !== undefined || a.completionTokens !== undefined) {
+                    metrics.tokens({ model, prompt: num(a.promptTokens) ?? 0, completion: num(a.completionTokens) ?? 0 });
+                }
+            }
+            logRequest(logger, {
+                requestId: r.requestId,
+                tenantId: r.tenant?.id ?? null,
+                plan: r.tenant?.plan ?? null,
+                method: r.method,
+                route: r.route,
+                status: r.status,
+                durationMs: r.durationMs,
+                ...(model !== undefined ? { model } : {}),
+                ...(typeof a.stream === 'boolean' ? { stream: a.stream } : {}),
+                ...(num(a.ttftMs) !== undefined ? { ttftMs: num(a.ttftMs) } : {}),
+                ...(num(a.promptTokens) !== undefined ? { promptTokens: num(a.promptTokens) } : {}),
+                ...(num(a.completionTokens) !== undefined ? { completionTokens: num(a.completionTokens) } : {}),
+                ...(r.error ? { errorCode: r.error.code } : {}),
+            });
+            if (r.error && r.error.status >= 500)
+                logger.error({ reqId: r.requestId, err: r.error.cause ?? r.error }, 'request failed');
+        },
+    });
+    http.server.listen(config.port, config.host);
+    await once(http.server, 'listening');
+    const port = http.server.address().port;
+    const host = config.host.includes(':') ? `[${config.host}]` : config.host;
+    const url = `http://${host}:${port}`;
+    logger.info({ url, upstream: config.upstreamBaseUrl, dataDir: config.dataDir }, 'recallgate listening');
+    let closing;
+    const close = () => {
+        closing ??= (async () => {
+            http.drain();
+            const closed = new Promise((resolve) => http.server.close(() => resolve()));
+            const deadline = clock() + config.shutdownGrace;
+            while (http.inFlight() > 0 && clock() < deadline)
+                await new Promise((r) => setTimeout(r, 20));
+            // Whatever is still running after the grace period is cut off.
+            http.server.closeAllConnections();
+            await closed;
+            await knowledge.close();
+            await upstream.close();
+            await store.close();
+            logger.flush();
+        })();
+        return closing;
+    };
+    return { url, port, config, logger, metrics, store, keys, counter, close };
+}
+/** `recallgate serve` / `npm start`: config from the environment and `.env`, SIGTERM/SIGINT for a graceful stop. */
+export async function startFromEnv() {
+    let config;
+    try {
+        config = loadConfig(envWithDotenv(process.env, process.cwd()));
+    }
+    catch (err) {
+        if (err instanceof ConfigError) {
+            process.stderr.write(`recallgate: invalid configuration: ${err.message}\n`);
+            process.exit(2);
+        }
+        throw err;
+    }
+    const gateway = await startGateway(config);
+    const stop = (signal) => {
+        gateway.logger.info({ signal }, 'shutting down');
+        gateway.close().then(() => process.exit(0), (err) => {
+            process.stderr.write(`recallgate: error during shutdown: ${String(err)}\n`);
+            process.exit(1);
+        });
+    };
+    process.once('SIGTERM', () => stop('SIGTERM'));
+    process.once('SIGINT', () => stop('SIGINT'));
+    return gateway;
+}
+/** Config for CLI commands that only need DATA_DIR and friends (keys). */
+export function configFromEnv() {
+    return loadConfig(envWithDotenv(process.env, process.cwd()));
+}
+//# sourceMappingURL=main.js.map

@@ -1,0 +1,226 @@
+/**
+ * Uploaded bytes → plain text with its structure (headings and paragraphs as character ranges), for the chunker.
+ *
+ * Formats: text, Markdown, HTML, JSON, CSV (and TSV), PDF. The format comes from the content type when that names
+ * one of them specifically, else from the file extension, else (no extension, no useful type) from the bytes: a
+ * `%PDF-` header, or text that decodes cleanly. Anything else is refused as `unsupported_media_type` (415); a file
+ * with no extractable text as `empty_file` (400).
+ *
+ * For text and Markdown the extracted text is the file's own text (BOM removed, line endings normalised to \n), so
+ * chunk offsets point into what the user uploaded. The other formats produce a rendering: blocks joined by blank lines.
+ */
+import { gatewayError } from '../errors.js';
+import { extractCsv, extractJson } from './extract-data.js';
+import { extractHtml } from './extract-html.js';
+import { extractPdf } from './extract-pdf.js';
+const BY_EXTENSION = {
+    txt: 'text',
+    text: 'text',
+    log: 'text',
+    md: 'markdown',
+    markdown: 'markdown',
+    mdown: 'markdown',
+    mkd: 'markdown',
+    html: 'html',
+    htm: 'html',
+    xhtml: 'html',
+    json: 'json',
+    csv: 'csv',
+    tsv: 'csv',
+    pdf: 'pdf',
+};
+const BY_TYPE = {
+    'text/plain': 'text',
+    'text/markdown': 'markdown',
+    'text/x-markdown': 'markdown',
+    'text/html': 'html',
+    'application/xhtml+xml': 'html',
+    'application/json': 'json',
+    'text/json': 'json',
+    'text/csv': 'csv',
+    'application/csv': 'csv',
+    'text/tab-separated-values': 'csv',
+    'application/pdf': 'pdf',
+};
+/** Types that say nothing about the content: the extension decides. */
+const GENERIC_TYPES = new Set(['application/octet-stream', 'binary/octet-stream', 'application/x-www-form-urlencoded']);
+export function detectFormat(file) {
+    const type = (file.contentType ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
+    const dot = file.filename.lastIndexOf('.');
+    const ext = dot > 0 ? file.filename.slice(dot + 1).toLowerCase() : '';
+    const byType = BY_TYPE[type];
+    const byExt = BY_EXTENSION[ext];
+    // text/plain is what many clients send for any text file, so a known extension is more specific than it.
+    if (byType !== undefined && byType !== 'text')
+        return byType;
+    if (byExt !== undefined)
+        return byExt;
+    if (byType === 'text')
+        return 'text';
+    const typeSaysNothing = type === '' || GENERIC_TYPES.has(type);
+    if (typeSaysNothing && ext === '') {
+        if (file.bytes.subarray(0, 5).toString('latin1') === '%PDF-')
+            return 'pdf';
+        if (looksLikeText(file.bytes))
+            return 'text';
+    }
+    throw gatewayError('unsupported_media_type', {
+        param: 'file',
+        message: `Unsupported file type (${type || 'no content type'}${ext ? `, .${ext}` : ''}): ` +
+            'upload text, Markdown, HTML, JSON, CSV or PDF',
+    });
+}
+export async function extract(file) {
+    const format = detectFormat(file);
+    let out;
+    if (format === 'pdf') {
+        out = await extractPdf(file.bytes);
+    }
+    else {
+        const text = decodeText(file.bytes);
+        if (format === 'text')
+            out = { text, blocks: paragraphs(text) };
+        else if (format === 'markdown')
+            out = { text, blocks: markdownBlocks(text) };
+        else if (format === 'html')
+            out = extractHtml(text);
+        else if (format === 'json')
+            out = extractJson(text) ?? { text, blocks: paragraphs(text) };
+        else
+            out = extractCsv(text, file.filename.toLowerCase().endsWith('.tsv') || /tab-separated/i.test(file.contentType ?? ''));
+    }
+    if (!/[\p{L}\p{N}]/u.test(out.text))
+        throw gatewayError('empty_file', { param: 'file', message: `${file.filename} has no extractable text` });
+    return { format, ...out };
+}
+/** UTF-8 (BOM stripped) or UTF-16 with a BOM; text that is not valid UTF-8 is read as Windows-1252, not refused. */
+export function decodeText(bytes) {
+    let text;
+    if (bytes[0] === 0xff && bytes[1] === 0xfe)
+        text = new TextDecoder('utf-16le').decode(bytes.subarray(2));
+    else if (bytes[0] === 0xfe && bytes[1] === 0xff)
+        text = new TextDecoder('utf-16be').decode(bytes.subarray(2));
+    else {
+        if (bytes.subarray(0, 8192).includes(0))
+            throw gatewayError('unsupported_media_type', { param: 'file', message: 'The file is binary, not text' });
+        try {
+            text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(bytes);
+        }
+        catch {
+            text = new TextDecoder('windows-1252').decode(bytes);
+        }
+    }
+    return text.replace(/\r\n?/g, '\n');
+}
+function looksLikeText(bytes) {
+    const head = bytes.subarray(0, 8192);
+    if (head.includes(0))
+        return false;
+    try {
+        // A multi-byte character cut at the 8 KiB boundary is fine; anything else invalid means binary.
+        new TextDecoder('utf-8', { fatal: true }).decode(head.length < bytes.length ? head.subarray(0, head.length - 4) : head);
+        return true;
+    }
+    catch {
+        return false;
+    }
+}
+/** Paragraphs separated by blank lines, trimmed; no headings. */
+export function paragraphs(text, from = 0, to = text.length) {
+    const blocks = [];
+    const re = /\n[ \t]*\n/g;
+    re.lastIndex = from;
+    let start = from;
+    for (;;) {
+        const m = re.exec(text);
+        const end = m === null || m.index >= to ? to : m.index;
+        pushTrimmed(blocks, text, start, end);
+        if (m === null || m.index >= to)
+            break;
+        start = m.index + m[0].length;
+        re.lastIndex = start;
+    }
+    return blocks;
+}
+function pushTrimmed(blocks, text, start, end) {
+    while (start < end && /\s/.test(text[start]))
+        start++;
+    while (end > start && /\s/.test(text[end - 1]))
+        end--;
+    if (end > start)
+        blocks.push({ kind: 'paragraph', level: 0, title: '', start, end });
+}
+const ATX = /^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$/;
+const SETEXT = /^ {0,3}(=+|-+)[ \t]*$/;
+const FENCE = /^ {0,3}(`{3,}|~{3,})/;
+/**
+ * Markdown → heading and paragraph blocks over the original text: ATX and setext headings, blank-line paragraphs,
+ * fenced code kept whole (a `#` inside a fence is not a heading).
+ */
+export function markdownBlocks(text) {
+    const blocks = [];
+    let paraStart = -1;
+    let paraEnd = -1;
+    let paraLines = 0;
+    let fence = null;
+    const flush = () => {
+        if (paraStart >= 0)
+            pushTrimmed(blocks, text, paraStart, paraEnd);
+        paraStart = -1;
+        paraLines = 0;
+    };
+    let pos = 0;
+    while (pos <= text.length) {
+        const nl = text.indexOf('\n', pos);
+        const end = nl === -1 ? text.length : nl;
+        const line = text.slice(pos, end);
+        if (fence !== null) {
+            paraEnd = end;
+            if (line.trimStart().startsWith(fence))
+                fence = null;
+        }
+        else if (FENCE.test(line)) {
+            if (paraStart < 0)
+                paraStart = pos;
+            fence = (FENCE.exec(line)?.[1] ?? '```').slice(0, 3);
+            paraEnd = end;
+            paraLines = 2;
+        }
+        else if (line.trim() === '') {
+            flush();
+        }
+        else {
+            const atx = ATX.exec(line);
+            const setext = paraLines === 1 ? SETEXT.exec(line) : null;
+            if (atx) {
+                flush();
+                const title = (atx[2] ?? '').trim();
+                blocks.push({ kind: 'heading', level: atx[1].length, title, start: pos, end });
+            }
+            else if (setext && paraStart >= 0) {
+                const title = text.slice(paraStart, paraEnd).trim();
+                blocks.push({ kind: 'heading', level: setext[1][0] === '=' ? 1 : 2, title, start: paraStart, end });
+                paraStart = -1;
+                paraLines = 0;
+            }
+            else {
+                if (paraStart < 0)
+                    paraStart = pos;
+                paraEnd = end;
+                paraLines++;
+            }
+        }
+        if (nl === -1)
+            break;
+        pos = nl + 1;
+    }
+    flush();
+    return blocks.map((b) => (b.kind === 'heading' ? { ...b, title: stripInlineMarkdown(b.title) } : b));
+}
+function stripInlineMarkdown(s) {
+    return s
+        .replace(/!?\[([^\]]*)\]\([^)]*\)/g, '$1')
+        .replace(/[*_`~]+/g, '')
+        .trim();
+}
+//# sourceMappingURL=extract.js.map

@@ -1,0 +1,151 @@
+/**
+ * Embeddings from any OpenAI-compatible `POST {baseUrl}/embeddings` (OpenAI, OpenRouter, Ollama, TEI, vLLM...).
+ * Inputs are sent in batches; every answer is checked (one finite vector per input, one dimension throughout) and
+ * normalised to unit length, so a provider that returns unnormalised vectors still ranks correctly under cosine.
+ */
+import { request } from 'undici';
+import { gatewayError } from '../errors.js';
+/** Upper bound on an answer body: 64 inputs × 4,096 dims as JSON text is ~6 MB. */
+const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
+export class OpenAICompatibleEmbedder {
+    id;
+    #url;
+    #model;
+    #apiKey;
+    #batchSize;
+    #timeout;
+    #dispatcher;
+    #dimension;
+    constructor(opts) {
+        let url;
+        try {
+            url = new URL(opts.baseUrl);
+        }
+        catch {
+            throw new TypeError(`OpenAICompatibleEmbedder: baseUrl must be an http(s) URL, got "${opts.baseUrl}"`);
+        }
+        if (url.protocol !== 'http:' && url.protocol !== 'https:')
+            throw new TypeError(`OpenAICompatibleEmbedder: baseUrl must be an http(s) URL, got "${opts.baseUrl}"`);
+        if (!opts.model)
+            throw new TypeError('OpenAICompatibleEmbedder: model is required (e.g. "text-embedding-3-small")');
+        this.#url = `${opts.baseUrl.replace(/\/+$/, '')}/embeddings`;
+        this.#model = opts.model;
+        this.#apiKey = opts.apiKey;
+        this.#batchSize = opts.batchSize ?? 64;
+        if (!(this.#batchSize >= 1))
+            throw new RangeError('OpenAICompatibleEmbedder: batchSize must be ≥ 1');
+        this.#timeout = opts.timeout ?? 30_000;
+        this.#dispatcher = opts.dispatcher;
+        this.#dimension = opts.dimension ?? 0;
+        // The model names the vector space; the same model behind two providers gives comparable vectors.
+        this.id = `openai-compatible:${opts.model}`;
+    }
+    get dimension() {
+        return this.#dimension;
+    }
+    async embed(texts) {
+        const out = [];
+        for (let i = 0; i < texts.length; i += this.#batchSize) {
+            out.push(...(await this.#batch(texts.slice(i, i + this.#batchSize))));
+        }
+        return out;
+    }
+    async #batch(input) {
+        const headers = { 'content-type': 'application/json', accept: 'application/json' };
+        if (this.#apiKey)
+            headers.authorization = `Bearer ${this.#apiKey}`;
+        let status;
+        let text;
+        try {
+            const res = await request(this.#url, {
+                method: 'POST',
+                headers,
+                body: JSON.stringify({ model: this.#model, input }),
+                signal: AbortSignal.timeout(this.#timeout),
+                ...(this.#dispatcher ? { dispatcher: this.#dispatcher } : {}),
+            });
+            status = res.statusCode;
+            text = await readCapped(res.body, MAX_RESPONSE_BYTES);
+        }
+        catch (err) {
+            if (err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError'))
+                throw gatewayError('upstream_timeout', {
+                    message: `The embeddings endpoint did not answer within ${this.#timeout} ms`,
+                    cause: err,
+                });
+            if (err instanceof Error && err.name === 'GatewayError')
+                throw err;
+            throw gatewayError('upstream_unreachable', {
+                message: `The embeddings endpoint could not be reached: ${err instanceof Error ? err.message : String(err)}`,
+                cause: err,
+            });
+        }
+        if (status < 200 || status > 299)
+            throw invalid(`The embeddings endpoint answered ${status}: ${upstreamMessage(text)}`);
+        return this.#parse(text, input.length);
+    }
+    #parse(text, expected) {
+        let body;
+        try {
+            body = JSON.parse(text);
+        }
+        catch (err) {
+            throw invalid('The embeddings endpoint sent a body that is not JSON', err);
+        }
+        const data = body?.data;
+        if (!Array.isArray(data) || data.length !== expected)
+            throw invalid(`The embeddings endpoint sent ${Array.isArray(data) ? data.length : 'no'} vectors for ${expected} inputs`);
+        const out = new Array(expected);
+        data.forEach((item, pos) => {
+            const { embedding, index } = (item ?? {});
+            const at = typeof index === 'number' && Number.isInteger(index) ? index : pos;
+            if (at < 0 || at >= expected || out[at] !== undefined)
+                throw invalid('The embeddings endpoint sent bad indexes');
+            if (!Array.isArray(embedding) || embedding.length === 0 || !embedding.every((x) => Number.isFinite(x)))
+                throw invalid('The embeddings endpoint sent an embedding that is not a list of numbers');
+            if (this.#dimension === 0)
+                this.#dimension = embedding.length;
+            else if (embedding.length !== this.#dimension)
+                throw invalid(`The embeddings endpoint sent ${embedding.length} dimensions, expected ${this.#dimension}`);
+            out[at] = normalise(Float32Array.from(embedding));
+        });
+        return out;
+    }
+}
+function invalid(message, cause) {
+    return gatewayError('upstream_invalid_response', { message, cause });
+}
+function upstreamMessage(text) {
+    try {
+        const m = JSON.parse(text)?.error?.message;
+        if (typeof m === 'string')
+            return m.slice(0, 500);
+    }
+    catch {
+        // Not JSON: fall through to the raw text, which is what the provider said.
+    }
+    return text.slice(0, 500) || '(empty body)';
+}
+function normalise(v) {
+    let n = 0;
+    for (let i = 0; i < v.length; i++)
+        n += v[i] ** 2;
+    if (n > 0) {
+        const inv = 1 / Math.sqrt(n);
+        for (let i = 0; i < v.length; i++)
+            v[i] = v[i] * inv;
+    }
+    return v;
+}
+async function readCapped(body, max) {
+    const parts = [];
+    let total = 0;
+    for await (const chunk of body) {
+        total += chunk.length;
+        if (total > max)
+            throw invalid(`The embeddings endpoint sent more than ${max} bytes`);
+        parts.push(chunk);
+    }
+    return Buffer.concat(parts).toString('utf8');
+}
+//# sourceMappingURL=openai-embedder.js.map

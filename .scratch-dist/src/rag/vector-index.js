@@ -1,0 +1,140 @@
+/**
+ * One HNSW graph (hnswlib-node, cosine space) for one namespace, and its file on disk.
+ *
+ * The file is a cache: LMDB's `vectors` db is the source of truth, and `search-index.ts` rebuilds the graph from it
+ * whenever `VectorIndex.load` returns undefined. A file is used only if its sidecar (`<file>.json`) says it reflects
+ * exactly the namespace version and live count LMDB records, for the same dimension, and its SHA-256 matches — so a
+ * missing, stale, truncated or corrupt file is never handed to the native reader, it is rebuilt.
+ *
+ * Writes go to a temporary name and are renamed into place (graph first, then sidecar), so a crash mid-save leaves
+ * either the old pair or a pair whose checksum does not match, never a file that looks current but is not.
+ */
+import { createHash } from 'node:crypto';
+import { readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import hnswlib from 'hnswlib-node';
+export const DEFAULT_HNSW = { m: 16, efConstruction: 64, efSearch: 64 };
+const INITIAL_CAPACITY = 1024;
+/** Fixed so that a rebuild from the same vectors in the same order gives the same graph. */
+const RANDOM_SEED = 100;
+export class VectorIndex {
+    dimension;
+    #hnsw;
+    #params;
+    #live;
+    #deleted;
+    constructor(hnsw, dimension, params, live, deleted) {
+        this.#hnsw = hnsw;
+        this.dimension = dimension;
+        this.#params = params;
+        this.#live = live;
+        this.#deleted = deleted;
+        hnsw.setEf(params.efSearch);
+    }
+    static create(dimension, params = DEFAULT_HNSW, capacity = INITIAL_CAPACITY) {
+        const hnsw = new hnswlib.HierarchicalNSW('cosine', dimension);
+        hnsw.initIndex({ maxElements: Math.max(16, capacity), m: params.m, efConstruction: params.efConstruction, randomSeed: RANDOM_SEED });
+        return new VectorIndex(hnsw, dimension, params, 0, 0);
+    }
+    /** The graph in `file` if it is current for `expect`; undefined if missing, stale or corrupt (then rebuild). */
+    static load(file, expect, params = DEFAULT_HNSW) {
+        let side;
+        let bytes;
+        try {
+            side = JSON.parse(readFileSync(`${file}.json`, 'utf8'));
+            if (side.format !== 1 || side.dimension !== expect.dimension || side.version !== expect.version || side.count !== expect.count)
+                return undefined;
+            if (statSync(file).size !== side.bytes)
+                return undefined;
+            bytes = readFileSync(file);
+        }
+        catch (err) {
+            // Missing or unreadable sidecar or graph: the caller rebuilds from LMDB, which is the source of truth.
+            if (isFsOrJsonError(err))
+                return undefined;
+            throw err;
+        }
+        if (createHash('sha256').update(bytes).digest('hex') !== side.sha256)
+            return undefined;
+        const hnsw = new hnswlib.HierarchicalNSW('cosine', expect.dimension);
+        try {
+            hnsw.readIndexSync(file, false);
+        }
+        catch {
+            // Checksum matched but the native reader refused it (written by another hnswlib version): rebuild.
+            return undefined;
+        }
+        if (hnsw.getCurrentCount() !== side.count + side.deleted)
+            return undefined;
+        return new VectorIndex(hnsw, expect.dimension, params, side.count, side.deleted);
+    }
+    /** Live vectors. */
+    get size() {
+        return this.#live;
+    }
+    /** Vectors marked deleted but still occupying the graph (dropped by the next rebuild). */
+    get deleted() {
+        return this.#deleted;
+    }
+    add(label, vector) {
+        if (vector.length !== this.dimension)
+            throw new RangeError(`VectorIndex: vector has ${vector.length} dimensions, index has ${this.dimension}`);
+        const max = this.#hnsw.getMaxElements();
+        if (this.#hnsw.getCurrentCount() >= max)
+            this.#hnsw.resizeIndex(max * 2);
+        // hnswlib-node takes plain arrays only.
+        this.#hnsw.addPoint(Array.from(vector), label);
+        this.#live++;
+    }
+    /** Mark `label` deleted; it is never returned again. The caller only removes labels it added. */
+    remove(label) {
+        this.#hnsw.markDelete(label);
+        this.#live--;
+        this.#deleted++;
+    }
+    /** A fresh graph holding only `labels` (the live ones), without the space and detours of deleted vectors. */
+    compacted(labels, params = this.#params) {
+        const next = VectorIndex.create(this.dimension, params, this.#live);
+        for (const label of labels)
+            next.add(label, Float32Array.from(this.#hnsw.getPoint(label)));
+        return next;
+    }
+    /** Up to `k` nearest labels, best first, scored by cosine similarity. */
+    search(vector, k) {
+        const n = Math.min(k, this.#live);
+        if (n <= 0)
+            return [];
+        if (this.#params.efSearch < n)
+            this.#hnsw.setEf(n);
+        const { neighbors, distances } = this.#hnsw.searchKnn(Array.from(vector), n);
+        if (this.#params.efSearch < n)
+            this.#hnsw.setEf(this.#params.efSearch);
+        return neighbors.map((label, i) => ({ label, score: 1 - distances[i] }));
+    }
+    /** Write the graph and its sidecar atomically (temporary names, then rename). */
+    save(file, state) {
+        const tmp = `${file}.tmp`;
+        this.#hnsw.writeIndexSync(tmp);
+        const bytes = readFileSync(tmp);
+        const side = {
+            format: 1,
+            dimension: this.dimension,
+            version: state.version,
+            count: this.#live,
+            deleted: this.#deleted,
+            bytes: bytes.length,
+            sha256: createHash('sha256').update(bytes).digest('hex'),
+        };
+        renameSync(tmp, file);
+        writeFileSync(`${file}.json.tmp`, JSON.stringify(side));
+        renameSync(`${file}.json.tmp`, `${file}.json`);
+    }
+    /** Delete a namespace's files (after its last document is gone). */
+    static remove(file) {
+        rmSync(`${file}.json`, { force: true });
+        rmSync(file, { force: true });
+    }
+}
+function isFsOrJsonError(err) {
+    return err instanceof SyntaxError || (err instanceof Error && typeof err.code === 'string');
+}
+//# sourceMappingURL=vector-index.js.map

@@ -1,0 +1,178 @@
+/**
+ * /api/v1/files: upload (multipart or JSON), list, read, delete, and search of a tenant's knowledge base.
+ * Uploads are bounded while they stream in (busboy's fileSize limit), so an oversized file is refused with 413 without
+ * being held in memory whole; ingestion is finished (chunked, embedded, indexed, committed) when the 201 is sent.
+ */
+import busboy from 'busboy';
+import { gatewayError, invalidParam } from '../errors.js';
+import { mediaType, readJsonObject } from '../http/body.js';
+import { sendJson } from '../http/respond.js';
+function tenantOf(ctx) {
+    if (ctx.tenant === undefined)
+        throw gatewayError('missing_service_key');
+    return ctx.tenant;
+}
+function parseMetadata(raw) {
+    if (raw === undefined || raw === null || raw === '')
+        return null;
+    let value = raw;
+    if (typeof raw === 'string') {
+        try {
+            value = JSON.parse(raw);
+        }
+        catch {
+            throw invalidParam('metadata', 'metadata must be a JSON object');
+        }
+    }
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+        throw invalidParam('metadata', 'metadata must be a JSON object');
+    }
+    if (JSON.stringify(value).length > 16 * 1024)
+        throw invalidParam('metadata', 'metadata must be at most 16 KiB of JSON');
+    return value;
+}
+function checkFilename(name) {
+    if (typeof name !== 'string' || name.trim() === '')
+        throw invalidParam('filename', 'filename must be a non-empty string');
+    if (name.length > 255)
+        throw invalidParam('filename', 'filename must be at most 255 characters');
+    return name;
+}
+export function readMultipart(req, maxFileBytes, maxBodyBytes) {
+    return new Promise((resolve, reject) => {
+        let bb;
+        try {
+            bb = busboy({
+                headers: req.headers,
+                limits: { files: 1, fileSize: maxFileBytes, fields: 8, fieldSize: 64 * 1024, parts: 16 },
+            });
+        }
+        catch (err) {
+            reject(gatewayError('invalid_parameter', { param: 'file', message: `Invalid multipart body: ${err.message}` }));
+            return;
+        }
+        let file;
+        let metadataRaw;
+        let settled = false;
+        const fail = (err) => {
+            if (settled)
+                return;
+            settled = true;
+            req.unpipe(bb);
+            req.resume();
+            reject(err);
+        };
+        bb.on('file', (name, stream, info) => {
+            if (name !== 'file' || file !== undefined) {
+                stream.resume();
+                return;
+            }
+            const f = { filename: info.filename, contentType: info.mimeType, parts: [], size: 0, truncated: false };
+            file = f;
+            stream.on('data', (d) => {
+                f.size += d.length;
+                f.parts.push(d);
+            });
+            stream.on('limit', () => {
+                f.truncated = true;
+                fail(gatewayError('payload_too_large', { param: 'file', message: `File exceeds ${maxFileBytes} bytes` }));
+            });
+        });
+        bb.on('field', (name, value) => {
+            if (name === 'metadata')
+                metadataRaw = value;
+        });
+        bb.on('error', (err) => fail(gatewayError('invalid_parameter', { param: 'file', message: `Invalid multipart body: ${err.message}` })));
+        bb.on('close', () => {
+            if (settled)
+                return;
+            settled = true;
+            try {
+                if (file === undefined)
+                    throw gatewayError('missing_parameter', { param: 'file', message: 'multipart field `file` is required' });
+                resolve({
+                    filename: checkFilename(file.filename),
+                    contentType: file.contentType,
+                    bytes: Buffer.concat(file.parts, file.size),
+                    metadata: parseMetadata(metadataRaw),
+                });
+            }
+            catch (err) {
+                reject(err);
+            }
+        });
+        req.on('aborted', () => fail(gatewayError('invalid_parameter', { param: 'file', message: 'Upload aborted' })));
+        const declared = Number(req.headers['content-length'] ?? 0);
+        if (declared > maxBodyBytes) {
+            fail(gatewayError('payload_too_large', { message: `Request body exceeds ${maxBodyBytes} bytes` }));
+            return;
+        }
+        req.pipe(bb);
+    });
+}
+async function readJsonUpload(req, limit, maxFileBytes) {
+    const body = await readJsonObject(req, limit);
+    const filename = checkFilename(body.filename);
+    if (typeof body.content !== 'string')
+        throw invalidParam('content', 'content must be a string');
+    const bytes = Buffer.from(body.content, 'utf8');
+    if (bytes.length > maxFileBytes)
+        throw gatewayError('payload_too_large', { param: 'content', message: `File exceeds ${maxFileBytes} bytes` });
+    return { filename, contentType: undefined, bytes, metadata: parseMetadata(body.metadata) };
+}
+export function fileRoutes(kb, opts) {
+    // Multipart framing adds a little on top of the file itself.
+    const uploadLimit = opts.maxFileBytes + 64 * 1024;
+    const upload = async (ctx) => {
+        const tenant = tenantOf(ctx);
+        const type = mediaType(ctx.req);
+        let file;
+        if (type === 'multipart/form-data')
+            file = await readMultipart(ctx.req, opts.maxFileBytes, uploadLimit);
+        else if (type === 'application/json')
+            file = await readJsonUpload(ctx.req, uploadLimit * 2, opts.maxFileBytes);
+        else {
+            throw gatewayError('unsupported_media_type', {
+                message: `Upload with Content-Type multipart/form-data or application/json, got ${type ?? 'none'}`,
+            });
+        }
+        const record = await kb.ingest(tenant.id, file);
+        sendJson(ctx.res, 201, record);
+    };
+    const list = async (ctx) => {
+        sendJson(ctx.res, 200, { object: 'list', data: kb.list(tenantOf(ctx).id) });
+    };
+    const get = async (ctx) => {
+        const id = ctx.params.id ?? '';
+        const rec = kb.get(tenantOf(ctx).id, id);
+        if (rec === undefined)
+            throw gatewayError('not_found', { message: `No file with id ${JSON.stringify(id)}`, param: 'id' });
+        sendJson(ctx.res, 200, rec);
+    };
+    const del = async (ctx) => {
+        const id = ctx.params.id ?? '';
+        if (!(await kb.delete(tenantOf(ctx).id, id))) {
+            throw gatewayError('not_found', { message: `No file with id ${JSON.stringify(id)}`, param: 'id' });
+        }
+        sendJson(ctx.res, 200, { id, object: 'file', deleted: true });
+    };
+    const search = async (ctx) => {
+        const body = await readJsonObject(ctx.req, opts.maxBodyBytes);
+        if (typeof body.query !== 'string' || body.query.trim() === '')
+            throw invalidParam('query', 'query must be a non-empty string');
+        let k = opts.ragTopK;
+        if (body.k !== undefined && body.k !== null) {
+            if (typeof body.k !== 'number' || !Number.isInteger(body.k) || body.k < 1 || body.k > 100) {
+                throw invalidParam('k', 'k must be an integer from 1 to 100');
+            }
+            k = body.k;
+        }
+        const hits = await kb.search(tenantOf(ctx).id, body.query, k);
+        sendJson(ctx.res, 200, {
+            object: 'list',
+            data: hits.map((h) => ({ file_id: h.file_id, filename: h.filename, chunk_index: h.chunk_index, score: h.score, text: h.text })),
+        });
+    };
+    return { upload, list, get, del, search };
+}
+//# sourceMappingURL=files.js.map

@@ -1,0 +1,68 @@
+/** /api/v1/sessions: list, read and delete a tenant's sessions. Times on the wire are unix seconds, as in OpenAI's API. */
+import { gatewayError, invalidParam } from '../errors.js';
+import { sendJson } from '../http/respond.js';
+const seconds = (ms) => Math.floor(ms / 1000);
+function tenantOf(ctx) {
+    if (ctx.tenant === undefined)
+        throw gatewayError('missing_service_key');
+    return ctx.tenant;
+}
+function sessionId(ctx, maxLength) {
+    const id = ctx.params.id ?? '';
+    if (id.length > maxLength)
+        throw invalidParam('id', `session id must be at most ${maxLength} characters`);
+    return id;
+}
+export function sessionRoutes(sessions, opts) {
+    const list = async (ctx) => {
+        const tenant = tenantOf(ctx);
+        const rawLimit = ctx.query.get('limit');
+        let limit = 20;
+        if (rawLimit !== null) {
+            if (!/^\d+$/.test(rawLimit) || Number(rawLimit) < 1 || Number(rawLimit) > 100) {
+                throw invalidParam('limit', 'limit must be a whole number from 1 to 100');
+            }
+            limit = Number(rawLimit);
+        }
+        const after = ctx.query.get('after') ?? undefined;
+        const page = sessions.list(tenant.id, { limit, after });
+        sendJson(ctx.res, 200, {
+            object: 'list',
+            data: page.data.map((s) => ({
+                id: s.id,
+                object: 'session',
+                created_at: seconds(s.createdAt),
+                updated_at: seconds(s.updatedAt),
+                message_count: s.messageCount,
+            })),
+            first_id: page.data[0]?.id ?? null,
+            last_id: page.data.at(-1)?.id ?? null,
+            has_more: page.hasMore,
+        });
+    };
+    const get = async (ctx) => {
+        const tenant = tenantOf(ctx);
+        const id = sessionId(ctx, opts.maxSessionIdLength);
+        const info = sessions.get(tenant.id, id);
+        if (info === undefined)
+            throw gatewayError('not_found', { message: `No session with id ${JSON.stringify(id)}`, param: 'id' });
+        const messages = sessions.history(tenant.id, id);
+        sendJson(ctx.res, 200, {
+            id,
+            object: 'session',
+            messages: messages.map((m) => ({ role: m.role, content: m.content, created_at: seconds(m.createdAt) })),
+            created_at: seconds(info.createdAt),
+            updated_at: seconds(info.updatedAt),
+        });
+    };
+    const del = async (ctx) => {
+        const tenant = tenantOf(ctx);
+        const id = sessionId(ctx, opts.maxSessionIdLength);
+        const existed = await sessions.delete(tenant.id, id);
+        if (!existed)
+            throw gatewayError('not_found', { message: `No session with id ${JSON.stringify(id)}`, param: 'id' });
+        sendJson(ctx.res, 200, { id, object: 'session', deleted: true });
+    };
+    return { list, get, del };
+}
+//# sourceMappingURL=sessions.js.map

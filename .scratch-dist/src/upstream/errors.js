@@ -1,0 +1,76 @@
+/**
+ * Converting what the upstream does wrong into registry errors: transport failures (undici error codes) and
+ * OpenRouter's error bodies `{"error": {"code": 429, "message": "...", "metadata": {...}}}`, whose numeric code is
+ * mapped to a string and whose message is kept.
+ */
+import { GatewayError, gatewayError } from '../errors.js';
+const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+/** A transport-level failure talking to the upstream (no usable HTTP response). */
+export function transportError(err) {
+    if (err instanceof GatewayError)
+        return err;
+    const code = err?.code;
+    if (code !== undefined && TIMEOUT_CODES.has(code)) {
+        return gatewayError('upstream_timeout', { cause: err });
+    }
+    return gatewayError('upstream_unreachable', {
+        message: `The upstream provider could not be reached${code ? ` (${code})` : ''}`,
+        cause: err,
+    });
+}
+const CODE_BY_STATUS = {
+    400: 'invalid_request',
+    401: 'invalid_api_key',
+    402: 'insufficient_credits',
+    403: 'forbidden',
+    404: 'not_found',
+    408: 'timeout',
+    413: 'payload_too_large',
+    422: 'unprocessable_entity',
+    429: 'rate_limit_exceeded',
+    502: 'upstream_error',
+    503: 'service_unavailable',
+};
+const TYPE_BY_STATUS = {
+    400: 'invalid_request_error',
+    401: 'authentication_error',
+    402: 'insufficient_quota',
+    403: 'permission_error',
+    404: 'not_found_error',
+    408: 'timeout_error',
+    429: 'rate_limit_error',
+};
+/**
+ * An upstream non-2xx answer in our wire shape. The status passes through, except an upstream 500 (which would read
+ * as our own internal error) becomes 502. A body that is not OpenRouter's/OpenAI's error shape keeps a generic message.
+ */
+export function upstreamHttpError(status, bodyText, retryAfter) {
+    let message = `The upstream provider answered ${status}`;
+    let code;
+    let param = null;
+    try {
+        const body = JSON.parse(bodyText);
+        const e = body.error;
+        if (e && typeof e === 'object') {
+            if (typeof e.message === 'string' && e.message !== '')
+                message = e.message;
+            if (typeof e.code === 'string')
+                code = e.code;
+            if (typeof e.param === 'string')
+                param = e.param;
+        }
+    }
+    catch {
+        // Not JSON: keep the generic message. The status still tells the client what happened.
+    }
+    const wireStatus = status === 500 || status < 400 || status > 599 ? 502 : status;
+    return new GatewayError({
+        status: wireStatus,
+        type: TYPE_BY_STATUS[wireStatus] ?? 'upstream_error',
+        code: code ?? CODE_BY_STATUS[wireStatus] ?? 'upstream_error',
+        message,
+        param,
+        headers: retryAfter ? { 'retry-after': retryAfter } : {},
+    });
+}
+//# sourceMappingURL=errors.js.map

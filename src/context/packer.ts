@@ -1,0 +1,229 @@
+/**
+ * Context packing: choose what goes upstream within the model's window, with exact token counts. Pure: no I/O, no
+ * tokenizer of its own — every count comes from the callbacks (TokenCounter for the model), and history is counted
+ * from the content tokens stored with each message, so packing a 1,000-message session tokenizes nothing but the
+ * rendered retrieval block.
+ *
+ * Priority, each step filling what the previous left:
+ *   1. the request's own messages and the reply reserve (must fit, else 400 context_length_exceeded);
+ *   2. retrieved chunks, best first, within their budget;
+ *   3. history, newest first, whole user/assistant pairs, up to maxHistoryMessages;
+ *      (3b. when the history does not fit and `recall` is given: part of its room for recalled older turns.)
+ * Order sent: request system, retrieved context, recalled turns, history oldest first, request others.
+ *
+ * Exactness: the chat encodings frame every message independently, so a chat's count is chatOverhead plus the sum of
+ * its messages' counts; `totalTokens` is that sum for exactly the messages returned.
+ */
+import { gatewayError } from '../errors.js'
+import type { StoredMessage } from '../storage/session-repo.js'
+import type { ChatMessage, Tokens } from '../types.js'
+
+export interface RetrievalInput {
+  /** Candidate chunks, best first, with their content tokens (a lower bound of what each adds to the message). */
+  candidates: ReadonlyArray<{ tokens: Tokens }>
+  /** Most the retrieval message may take, framing included. */
+  budget: Tokens
+  /** The one message carrying the selected chunks (candidate indexes, best first). Called with a non-empty list. */
+  render: (selected: number[]) => ChatMessage
+}
+
+/**
+ * Seam for long-term recall (issue 5). Used only when the history does not fit whole: the newest turns get
+ * `recentShare` of the history room, and `select` may fill the rest with older turns in one message, placed after the
+ * retrieval message. The packer counts that message exactly and leaves it out if it does not fit.
+ */
+export interface RecallInput {
+  /** Share (0–1) of the history room kept for the newest turns. */
+  recentShare: number
+  select: (ctx: {
+    /** Tokens the returned message may take, framing included. */
+    room: Tokens
+    /** Seqs already in the recent window (to deduplicate against). */
+    recent: ReadonlySet<number>
+    /** Seq of the oldest recent message included, if any: recalled turns come from before it. */
+    oldestRecentSeq: number | undefined
+  }) => { message: ChatMessage; messages: number } | undefined
+}
+
+export interface PackInput {
+  /** Usable window (after the vendor margin and learned correction). */
+  window: Tokens
+  /** Room kept for the reply: max_tokens or the configured default. */
+  reserve: Tokens
+  /** The request's system messages: always kept, first. */
+  requestSystem: readonly ChatMessage[]
+  /** The request's other messages: always kept, last. */
+  requestOther: readonly ChatMessage[]
+  /** Session history, oldest first. */
+  history: readonly StoredMessage[]
+  maxHistoryMessages: number
+  retrieval?: RetrievalInput
+  recall?: RecallInput
+  messageTokens: (m: ChatMessage) => Tokens
+  /** From the stored content count: no re-tokenizing. */
+  historyMessageTokens: (m: StoredMessage) => Tokens
+  chatOverhead: Tokens
+}
+
+export interface PackResult {
+  /** Request system, retrieved context (if any), recalled turns (if any), history oldest first, request others. */
+  messages: ChatMessage[]
+  /** Exact count of `messages`: chatOverhead + Σ message tokens. */
+  totalTokens: Tokens
+  includedHistory: number
+  includedChunks: number
+  /** Candidate indexes of the chunks in the retrieval message, best first. */
+  selectedChunks: number[]
+  /** Older messages carried by the recall block (0 without one). */
+  recalledMessages: number
+  /** Something available (history or chunks) was left out for the budget. */
+  truncated: boolean
+}
+
+export function pack(input: PackInput): PackResult {
+  const { window, reserve, messageTokens } = input
+  const requestTokens =
+    input.chatOverhead + sum(input.requestSystem, messageTokens) + sum(input.requestOther, messageTokens)
+  if (requestTokens + reserve > window) {
+    throw gatewayError('context_length_exceeded', {
+      param: 'messages',
+      message:
+        `This model's context window allows ${window} tokens, but the request's messages take ${requestTokens} ` +
+        `and ${reserve} are reserved for the reply (max_tokens): ${requestTokens + reserve} in total. ` +
+        'Shorten the messages or lower max_tokens.',
+    })
+  }
+  let room = window - reserve - requestTokens
+  let truncated = false
+
+  const chunks = input.retrieval === undefined ? undefined : selectChunks(input.retrieval, room, messageTokens)
+  room -= chunks?.tokens ?? 0
+  truncated ||= (chunks?.selected.length ?? 0) < (input.retrieval?.candidates.length ?? 0)
+
+  const limit = Math.max(0, Math.floor(input.maxHistoryMessages))
+  let recent = newestFirst(input.history, room, limit, input.historyMessageTokens)
+  let recalled: { message: ChatMessage; messages: number; tokens: Tokens } | undefined
+  if (recent.cut) {
+    truncated = true
+    if (input.recall !== undefined) {
+      const share = Math.min(1, Math.max(0, input.recall.recentShare))
+      const split = newestFirst(input.history, Math.floor(room * share), limit, input.historyMessageTokens)
+      recalled = selectRecall(input.recall, input.history, split, room - split.tokens, messageTokens)
+      // Nothing recalled: the newest turns keep the whole room rather than leave it empty.
+      if (recalled !== undefined) recent = split
+    }
+  }
+
+  const messages: ChatMessage[] = [...input.requestSystem]
+  if (chunks !== undefined) messages.push(chunks.message)
+  if (recalled !== undefined) messages.push(recalled.message)
+  for (let i = recent.start; i < input.history.length; i++) {
+    const m = input.history[i]
+    if (m !== undefined) messages.push({ role: m.role, content: m.content })
+  }
+  messages.push(...input.requestOther)
+
+  return {
+    messages,
+    totalTokens: requestTokens + (chunks?.tokens ?? 0) + (recalled?.tokens ?? 0) + recent.tokens,
+    includedHistory: input.history.length - recent.start,
+    includedChunks: chunks?.selected.length ?? 0,
+    selectedChunks: chunks?.selected ?? [],
+    recalledMessages: recalled?.messages ?? 0,
+    truncated,
+  }
+}
+
+/**
+ * Best-first greedy selection by content tokens (a lower bound of the rendered size), then an exact count of the
+ * rendered message; while it is over budget, the lowest-ranked chunks covering the overshoot are dropped. A chunk too
+ * large for what is left is skipped, so a smaller, lower-ranked one can still use the room.
+ */
+function selectChunks(
+  r: RetrievalInput,
+  room: Tokens,
+  messageTokens: (m: ChatMessage) => Tokens,
+): { message: ChatMessage; tokens: Tokens; selected: number[] } | undefined {
+  const budget = Math.min(r.budget, room)
+  const selected: number[] = []
+  let estimate = 0
+  for (const [i, c] of r.candidates.entries()) {
+    if (estimate + c.tokens <= budget) {
+      selected.push(i)
+      estimate += c.tokens
+    }
+  }
+  while (selected.length > 0) {
+    const message = r.render(selected)
+    const tokens = messageTokens(message)
+    if (tokens <= budget) return { message, tokens, selected }
+    let over = tokens - budget
+    do {
+      over -= r.candidates[selected.pop() ?? 0]?.tokens ?? 0
+    } while (over > 0 && selected.length > 0)
+  }
+  return undefined
+}
+
+interface Recent {
+  /** Index in history of the oldest included message (history.length when none). */
+  start: number
+  tokens: Tokens
+  /** Older messages were left out for the room or the count limit. */
+  cut: boolean
+}
+
+/**
+ * The newest messages that fit `room` and `limit`, then trimmed to open with a user turn. The trim is what keeps
+ * pairs whole: a suffix can only cut a user/assistant pair by starting at its assistant reply, which is dropped
+ * (the budget freed by a dropped reply is not reused for older turns, which would leave a gap). It also covers
+ * replies whose question is not stored (pruned, or a conversation that opened with a greeting): sent first they
+ * would answer nothing, and some providers reject a conversation whose first non-system turn is the assistant's.
+ */
+function newestFirst(
+  history: readonly StoredMessage[],
+  room: Tokens,
+  limit: number,
+  tokensOf: (m: StoredMessage) => Tokens,
+): Recent {
+  let start = history.length
+  let tokens = 0
+  let cut = false
+  for (let m = history[start - 1]; m !== undefined; m = history[start - 1]) {
+    const t = tokensOf(m)
+    if (history.length - start >= limit || tokens + t > room) {
+      // A loss only if something sendable was left: lone assistant turns before any user turn would be trimmed anyway.
+      cut = history.slice(0, start).some((h) => h.role === 'user')
+      break
+    }
+    tokens += t
+    start--
+  }
+  for (let first = history[start]; first?.role === 'assistant'; first = history[++start]) tokens -= tokensOf(first)
+  return { start, tokens, cut }
+}
+
+function selectRecall(
+  recall: RecallInput,
+  history: readonly StoredMessage[],
+  recent: Recent,
+  room: Tokens,
+  messageTokens: (m: ChatMessage) => Tokens,
+): { message: ChatMessage; messages: number; tokens: Tokens } | undefined {
+  if (room <= 0) return undefined
+  const seqs = new Set<number>()
+  for (let i = recent.start; i < history.length; i++) {
+    const m = history[i]
+    if (m !== undefined) seqs.add(m.seq)
+  }
+  const picked = recall.select({ room, recent: seqs, oldestRecentSeq: history[recent.start]?.seq })
+  if (picked === undefined || picked.messages <= 0) return undefined
+  const tokens = messageTokens(picked.message)
+  return tokens <= room ? { ...picked, tokens } : undefined
+}
+
+function sum<T>(items: readonly T[], tokensOf: (m: T) => Tokens): Tokens {
+  let total = 0
+  for (const m of items) total += tokensOf(m)
+  return total
+}

@@ -1,0 +1,253 @@
+/**
+ * The knowledge base: per-tenant files, ingested (extract → chunk → embed → one LMDB transaction → indexes) and
+ * searched (BM25 + vectors, fused). The HTTP routes and the chat pipeline call this; it holds no HTTP knowledge.
+ *
+ * Tenants are separate all the way down: LMDB keys start with the tenant, and each tenant has its own index
+ * namespace (`files:<tenant>`), so a search can only ever rank the caller's own chunks.
+ */
+import { randomBytes } from 'node:crypto'
+import { join } from 'node:path'
+import { gatewayError } from '../errors.js'
+import { FileRepo, type ChunkRow, type FileRow, type IndexMeta } from '../storage/file-repo.js'
+import type { Store } from '../storage/store.js'
+import type { Clock, Tokens } from '../types.js'
+import { chunkText, type Chunk } from './chunker.js'
+import type { Embedder } from './embedder.js'
+import { extract } from './extract.js'
+import { SearchIndex, type SearchMode } from './search-index.js'
+import type { HnswParams } from './vector-index.js'
+
+export { renderContextMessage, selectContext } from './context-message.js'
+
+export type FileRecord = FileRow
+
+export interface SearchHit {
+  file_id: string
+  filename: string
+  chunk_index: number
+  score: number
+  text: string
+  tokens: Tokens
+  heading_path?: string[]
+  /** Character range of `text` in the file's extracted text (lets the renderer merge neighbouring chunks). */
+  char_start: number
+  char_end: number
+}
+
+export interface KnowledgeBaseOptions {
+  store: Store
+  /** Graph files go to `<dataDir>/index/`. */
+  dataDir: string
+  embedder: Embedder
+  chunkTokens: Tokens
+  chunkOverlap: Tokens
+  maxChunksPerFile: number
+  clock: Clock
+  /** Source of file ids; crypto-random by default. Returns [0, 1). */
+  random?: () => number
+  /** Chunks per tenant across all files. Default 1,000,000. */
+  maxChunksPerTenant?: number
+  /** Tenants whose indexes stay loaded. Default 64. */
+  maxLoadedTenants?: number
+  /** RRF's k and the depth of each ranking fed to it. */
+  rrfK?: number
+  candidates?: number
+  hnsw?: Partial<HnswParams>
+}
+
+const MAX_K = 100
+
+export class KnowledgeBase {
+  readonly #repo: FileRepo
+  readonly #index: SearchIndex
+  readonly #embedder: Embedder
+  readonly #opts: KnowledgeBaseOptions
+  readonly #maxChunksPerTenant: number
+
+  constructor(opts: KnowledgeBaseOptions) {
+    this.#opts = opts
+    this.#embedder = opts.embedder
+    this.#repo = new FileRepo(opts.store)
+    this.#maxChunksPerTenant = opts.maxChunksPerTenant ?? 1_000_000
+    const repo = this.#repo
+    this.#index = new SearchIndex({
+      dir: join(opts.dataDir, 'index'),
+      embedder: opts.embedder,
+      maxLoaded: opts.maxLoadedTenants,
+      maxDocsPerNamespace: this.#maxChunksPerTenant,
+      rrfK: opts.rrfK,
+      candidates: opts.candidates,
+      hnsw: opts.hnsw,
+      source: {
+        meta: (ns) => repo.indexMeta(ns),
+        vectors: (ns) => repo.vectors(ns),
+        *documents(ns) {
+          for (const { fileId, index, chunk } of repo.tenantChunks(tenantOf(ns)))
+            yield { label: chunk.label, ref: [fileId, index], text: indexText(chunk) }
+        },
+      },
+    })
+  }
+
+  /** Load every tenant's index, rebuilding missing, stale or corrupt graph files from LMDB (up to the LRU bound). */
+  init(): Promise<void> {
+    const namespaces = this.#repo.namespaces(NS_PREFIX)
+    for (const ns of namespaces.slice(0, this.#opts.maxLoadedTenants ?? 64)) {
+      if ((this.#repo.indexMeta(ns)?.count ?? 0) > 0) this.#index.load(ns)
+    }
+    return Promise.resolve()
+  }
+
+  async ingest(
+    tenant: string,
+    file: { filename: string; contentType: string | undefined; bytes: Buffer; metadata: Record<string, unknown> | null },
+  ): Promise<FileRecord> {
+    const extracted = await extract(file)
+    const chunks = chunkText(extracted, {
+      chunkTokens: this.#opts.chunkTokens,
+      overlapTokens: this.#opts.chunkOverlap,
+      maxChunks: this.#opts.maxChunksPerFile,
+    })
+    if (chunks.length === 0) throw gatewayError('empty_file', { param: 'file', message: `${file.filename} has no extractable text` })
+    const ns = namespaceOf(tenant)
+    const check = (meta: IndexMeta | undefined, adding: number): void => {
+      this.#index.checkEmbedder(meta)
+      if ((meta?.count ?? 0) + adding > this.#maxChunksPerTenant)
+        throw gatewayError('payload_too_large', {
+          param: 'file',
+          message: `This file would take the knowledge base past ${this.#maxChunksPerTenant} chunks: delete some files first`,
+        })
+    }
+    // Refuse before paying for embeddings; checked again inside the transaction, where it is authoritative.
+    check(this.#repo.indexMeta(ns), chunks.length)
+    const texts = chunks.map(indexText)
+    const vectors = await this.#embedder.embed(texts)
+    validateVectors(vectors, chunks.length)
+    const record: FileRecord = {
+      id: `file-${this.#newId()}`,
+      object: 'file',
+      filename: file.filename,
+      bytes: file.bytes.length,
+      chunks: chunks.length,
+      status: 'processed',
+      created_at: Math.floor(this.#opts.clock() / 1000),
+      metadata: file.metadata,
+      content_type: contentTypeOf(extracted.format, file.contentType),
+    }
+    // Loaded before the write, so the change is applied in memory instead of forcing a rebuild later.
+    this.#index.load(ns)
+    const change = await this.#repo.insertFile({
+      tenant,
+      namespace: ns,
+      file: record,
+      chunks: chunks.map(toRow),
+      vectors,
+      embedderId: this.#embedder.id,
+      check,
+    })
+    this.#index.applyAdd(
+      ns,
+      change.fromVersion,
+      change.meta,
+      chunks.map((c, i) => ({ label: change.labels[i] as number, ref: [record.id, c.index], text: texts[i] as string, vector: vectors[i] as Float32Array })),
+    )
+    return record
+  }
+
+  list(tenant: string): FileRecord[] {
+    return this.#repo.listFiles(tenant)
+  }
+
+  get(tenant: string, id: string): FileRecord | undefined {
+    return this.#repo.getFile(tenant, id)
+  }
+
+  async delete(tenant: string, id: string): Promise<boolean> {
+    const ns = namespaceOf(tenant)
+    const change = await this.#repo.deleteFile(tenant, ns, id)
+    if (change === undefined) return false
+    this.#index.applyRemove(ns, change.fromVersion, change.meta, change.labels)
+    return true
+  }
+
+  /** The tenant's best chunks for `query`, best first. No files → []. */
+  async search(tenant: string, query: string, k: number, mode: SearchMode = 'hybrid'): Promise<SearchHit[]> {
+    const hits = await this.#index.search(namespaceOf(tenant), query, Math.min(Math.max(1, Math.floor(k)), MAX_K), mode)
+    const out: SearchHit[] = []
+    const filenames = new Map<string, string | undefined>()
+    for (const { ref, score } of hits) {
+      const [fileId, index] = ref as [string, number]
+      const chunk = this.#repo.getChunk(tenant, fileId, index)
+      if (!filenames.has(fileId)) filenames.set(fileId, this.#repo.getFile(tenant, fileId)?.filename)
+      const filename = filenames.get(fileId)
+      // A hit whose rows are gone was deleted between ranking and lookup: it is not returned.
+      if (chunk === undefined || filename === undefined) continue
+      out.push({
+        file_id: fileId,
+        filename,
+        chunk_index: index,
+        score,
+        text: chunk.text,
+        tokens: chunk.tokens,
+        ...(chunk.headingPath.length ? { heading_path: chunk.headingPath } : {}),
+        char_start: chunk.start,
+        char_end: chunk.end,
+      })
+    }
+    return out
+  }
+
+  /** Save changed index files now (they are also saved a few seconds after changes and on close). */
+  flush(): void {
+    this.#index.flush()
+  }
+
+  close(): Promise<void> {
+    return this.#index.close()
+  }
+
+  #newId(): string {
+    const random = this.#opts.random
+    if (random === undefined) return randomBytes(12).toString('hex')
+    let id = ''
+    for (let i = 0; i < 24; i++) id += Math.floor(random() * 16).toString(16)
+    return id
+  }
+}
+
+const NS_PREFIX = 'files:'
+const namespaceOf = (tenant: string): string => `${NS_PREFIX}${tenant}`
+const tenantOf = (ns: string): string => ns.slice(NS_PREFIX.length)
+
+/** What BM25 and the embedder see: the heading path gives a chunk the words of the section it belongs to. */
+function indexText(c: Pick<Chunk | ChunkRow, 'headingPath' | 'text'>): string {
+  return c.headingPath.length ? `${c.headingPath.join(' / ')}\n${c.text}` : c.text
+}
+
+function toRow(c: Chunk): Omit<ChunkRow, 'label'> {
+  return { text: c.text, tokens: c.tokens, start: c.start, end: c.end, headingPath: c.headingPath }
+}
+
+function validateVectors(vectors: readonly Float32Array[], expected: number): void {
+  const dimension = vectors[0]?.length ?? 0
+  if (vectors.length !== expected || dimension === 0 || vectors.some((v) => v.length !== dimension))
+    throw gatewayError('upstream_invalid_response', {
+      message: `The embedder returned ${vectors.length} vectors of inconsistent size for ${expected} chunks`,
+    })
+}
+
+const FORMAT_TYPES: Record<string, string> = {
+  text: 'text/plain',
+  markdown: 'text/markdown',
+  html: 'text/html',
+  json: 'application/json',
+  csv: 'text/csv',
+  pdf: 'application/pdf',
+}
+
+/** The content type the file was read as: the client's, when it names the same format, else the format's own. */
+function contentTypeOf(format: string, given: string | undefined): string {
+  const mine = FORMAT_TYPES[format] ?? 'application/octet-stream'
+  const base = given?.split(';')[0]?.trim().toLowerCase()
+  return base && !['application/octet-stream', 'text/plain'].includes(base) ? base : mine
+}

@@ -1,0 +1,284 @@
+/**
+ * Hybrid (BM25 + HNSW) search over namespaces of documents: the one ranking engine, used by the knowledge base
+ * (namespace per tenant, documents = file chunks) and meant for session recall (namespace per tenant+session,
+ * documents = messages). It knows nothing of files or sessions: documents are (label, ref, text, vector), where the
+ * label is a number unique in the namespace and never reused, and the ref is whatever the owner needs to find the
+ * document again (e.g. [fileId, chunkIndex]).
+ *
+ * Consistency: the owner writes documents and vectors to LMDB in one transaction that also bumps the namespace's
+ * `version`, and only after the commit calls `applyAdd`/`applyRemove` with the version it started from. A loaded
+ * namespace applies a change only if it is at exactly that version; one that is already past it ignores it; anything
+ * else means it missed a change, so it is dropped and reloaded from LMDB on next use. Loading rebuilds BM25 from the
+ * documents and takes the HNSW graph from its file when the file is current (see vector-index.ts), else rebuilds it
+ * from the stored vectors and saves it.
+ *
+ * Bounds: at most `maxLoaded` namespaces in memory (least recently used evicted, saved first if changed) and at most
+ * `maxDocsPerNamespace` documents each. Changed graphs are saved `saveDelay` after the first unsaved change, on
+ * eviction and on close.
+ */
+import { createHash } from 'node:crypto'
+import { mkdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { LRUCache } from 'lru-cache'
+import { gatewayError } from '../errors.js'
+import type { Ms } from '../types.js'
+import { analyze } from './analyzer.js'
+import { Bm25Index, type ScoredLabel } from './bm25.js'
+import { LocalEmbedder, type Embedder } from './embedder.js'
+import { DEFAULT_RRF_K, reciprocalRankFusion } from './fusion.js'
+import { DEFAULT_HNSW, VectorIndex, type HnswParams } from './vector-index.js'
+
+export type DocRef = ReadonlyArray<string | number>
+export type SearchMode = 'hybrid' | 'bm25' | 'vector'
+
+export interface IndexedDoc {
+  label: number
+  ref: DocRef
+  /** What BM25 indexes (the owner decides: e.g. heading path + chunk text). */
+  text: string
+}
+
+export interface NamespaceMeta {
+  embedderId: string
+  dimension: number
+  /** Bumped by every committed change to the namespace. */
+  version: number
+  /** Live documents. */
+  count: number
+  /** Next unused label. */
+  nextLabel: number
+}
+
+/** Read access to the committed state in LMDB, implemented by the owner's repository. */
+export interface IndexSource {
+  meta(namespace: string): NamespaceMeta | undefined
+  documents(namespace: string): Iterable<IndexedDoc>
+  vectors(namespace: string): Iterable<{ label: number; vector: Float32Array }>
+}
+
+export interface IndexHit {
+  label: number
+  ref: DocRef
+  /** Hybrid: fused RRF score; bm25: BM25 score; vector: cosine similarity. */
+  score: number
+}
+
+export interface SearchIndexOptions {
+  /** Directory for the graph files (created if missing). */
+  dir: string
+  source: IndexSource
+  embedder: Embedder
+  /** Namespaces kept loaded. Default 64. */
+  maxLoaded?: number
+  /** Documents per namespace. Default 1,000,000. */
+  maxDocsPerNamespace?: number
+  /** Delay from the first unsaved change to the save. Default 5 s. */
+  saveDelay?: Ms
+  hnsw?: Partial<HnswParams>
+  /** RRF's k. */
+  rrfK?: number
+  /** How deep each ranking is read before fusion (at least k). Default 40. */
+  candidates?: number
+}
+
+interface Entry {
+  readonly file: string
+  bm25: Bm25Index
+  vectors: VectorIndex | null
+  refs: Map<number, DocRef>
+  version: number
+  embedderId: string
+  dimension: number
+  dirty: boolean
+}
+
+export class SearchIndex {
+  readonly #dir: string
+  readonly #source: IndexSource
+  readonly #embedder: Embedder
+  readonly #maxDocs: number
+  readonly #saveDelay: Ms
+  readonly #hnsw: HnswParams
+  readonly #rrfK: number
+  readonly #candidates: number
+  readonly #loaded: LRUCache<string, Entry>
+  #timer: NodeJS.Timeout | undefined
+
+  constructor(opts: SearchIndexOptions) {
+    this.#dir = opts.dir
+    this.#source = opts.source
+    this.#embedder = opts.embedder
+    this.#maxDocs = opts.maxDocsPerNamespace ?? 1_000_000
+    this.#saveDelay = opts.saveDelay ?? 5000
+    this.#hnsw = { ...DEFAULT_HNSW, ...opts.hnsw }
+    this.#rrfK = opts.rrfK ?? DEFAULT_RRF_K
+    this.#candidates = opts.candidates ?? 40
+    mkdirSync(this.#dir, { recursive: true })
+    this.#loaded = new LRUCache<string, Entry>({
+      max: opts.maxLoaded ?? 64,
+      dispose: (entry, _ns, reason) => {
+        if (reason === 'evict' && entry.dirty) this.#save(entry)
+      },
+    })
+  }
+
+  /** Refuse a namespace built with another embedder (its vectors are not comparable with ours). */
+  checkEmbedder(meta: Pick<NamespaceMeta, 'embedderId' | 'dimension' | 'count'> | undefined): void {
+    if (meta === undefined || meta.count === 0) return
+    const e = this.#embedder
+    if (meta.embedderId !== e.id || (e.dimension !== 0 && meta.dimension !== e.dimension))
+      throw gatewayError('embedder_mismatch', {
+        message:
+          `These documents were indexed with the embedder "${meta.embedderId}" (${meta.dimension} dimensions) but the ` +
+          `gateway now uses "${e.id}"${e.dimension ? ` (${e.dimension} dimensions)` : ''}: delete and upload them ` +
+          'again, or configure the embedder they were indexed with',
+      })
+  }
+
+  /** Load `namespace` now (lazily done by search); init and owners about to write call it. */
+  load(namespace: string): void {
+    this.#entry(namespace)
+  }
+
+  async search(namespace: string, query: string, k: number, mode: SearchMode = 'hybrid'): Promise<IndexHit[]> {
+    const meta = this.#source.meta(namespace)
+    if (meta === undefined || meta.count === 0 || k <= 0) return []
+    if (mode !== 'bm25') this.checkEmbedder(meta)
+    let entry = this.#entry(namespace)
+    const emb = this.#embedder
+    const qv = mode === 'bm25' ? undefined : emb instanceof LocalEmbedder && process.env.QW ? emb.embedSync(query, (t) => entry.bm25.idf(t)) : (await this.#embedder.embed([query]))[0]
+    entry = this.#entry(namespace)
+    const depth = Math.max(k, this.#candidates)
+    const lexical = mode === 'vector' ? [] : entry.bm25.search(analyze(query), depth)
+    const semantic = qv === undefined || entry.vectors === null || isZero(qv) ? [] : entry.vectors.search(qv, depth)
+    const ranked: ScoredLabel[] =
+      mode === 'hybrid' ? reciprocalRankFusion([lexical, semantic], { k: this.#rrfK, weights: [1, Number(process.env.VW ?? 1)] }) : mode === 'bm25' ? lexical : semantic
+    const hits: IndexHit[] = []
+    for (const { label, score } of ranked) {
+      const ref = entry.refs.get(label)
+      if (ref === undefined) continue
+      hits.push({ label, ref, score })
+      if (hits.length === k) break
+    }
+    return hits
+  }
+
+  /** Live documents in a loaded namespace's BM25 index; for the owner's bounds check. */
+  get maxDocsPerNamespace(): number {
+    return this.#maxDocs
+  }
+
+  /** A committed addition: `meta` is the namespace's state after it, `fromVersion` before it. */
+  applyAdd(namespace: string, fromVersion: number, meta: NamespaceMeta, docs: ReadonlyArray<IndexedDoc & { vector: Float32Array }>): void {
+    const entry = this.#applicable(namespace, fromVersion, meta)
+    if (entry === undefined) return
+    entry.vectors ??= VectorIndex.create(meta.dimension, this.#hnsw, Math.max(1024, docs.length))
+    for (const d of docs) {
+      entry.bm25.add(d.label, analyze(d.text))
+      entry.vectors.add(d.label, d.vector)
+      entry.refs.set(d.label, d.ref)
+    }
+    this.#changed(entry, meta)
+  }
+
+  /** A committed removal of `labels`. */
+  applyRemove(namespace: string, fromVersion: number, meta: NamespaceMeta, labels: readonly number[]): void {
+    const entry = this.#applicable(namespace, fromVersion, meta)
+    if (entry === undefined) return
+    for (const label of labels) {
+      if (!entry.refs.delete(label)) continue
+      entry.bm25.remove(label)
+      entry.vectors?.remove(label)
+    }
+    // Deleted vectors still cost graph space and search time: rebuild once they outnumber the live ones.
+    if (entry.vectors !== null && entry.vectors.deleted > Math.max(1024, entry.vectors.size)) {
+      entry.vectors = entry.vectors.compacted(entry.refs.keys(), this.#hnsw)
+    }
+    this.#changed(entry, meta)
+  }
+
+  /** Save every changed graph now. */
+  flush(): void {
+    clearTimeout(this.#timer)
+    this.#timer = undefined
+    for (const entry of this.#loaded.values()) if (entry.dirty) this.#save(entry)
+  }
+
+  close(): Promise<void> {
+    this.flush()
+    this.#loaded.clear()
+    return Promise.resolve()
+  }
+
+  #entry(namespace: string): Entry {
+    const cached = this.#loaded.get(namespace)
+    if (cached !== undefined) return cached
+    const meta = this.#source.meta(namespace)
+    const entry: Entry = {
+      file: this.#file(namespace),
+      bm25: new Bm25Index({ maxDocs: this.#maxDocs }),
+      vectors: null,
+      refs: new Map(),
+      version: meta?.version ?? 0,
+      embedderId: meta?.embedderId ?? this.#embedder.id,
+      dimension: meta?.dimension ?? this.#embedder.dimension,
+      dirty: false,
+    }
+    if (meta !== undefined && meta.count > 0) {
+      for (const doc of this.#source.documents(namespace)) {
+        entry.bm25.add(doc.label, analyze(doc.text))
+        entry.refs.set(doc.label, doc.ref)
+      }
+      const expected = { dimension: meta.dimension, version: meta.version, count: meta.count }
+      entry.vectors = VectorIndex.load(entry.file, expected, this.#hnsw) ?? this.#buildVectors(namespace, meta)
+    }
+    this.#loaded.set(namespace, entry)
+    return entry
+  }
+
+  /** Rebuild a graph from LMDB's vectors and save it at once, so the next start finds it current. */
+  #buildVectors(namespace: string, meta: NamespaceMeta): VectorIndex {
+    const index = VectorIndex.create(meta.dimension, this.#hnsw, meta.count)
+    for (const { label, vector } of this.#source.vectors(namespace)) index.add(label, vector)
+    index.save(this.#file(namespace), meta)
+    return index
+  }
+
+  /** Namespaces may hold any characters (tenant ids, session ids): the file is named by their hash. */
+  #file(namespace: string): string {
+    return join(this.#dir, `${createHash('sha256').update(namespace).digest('hex').slice(0, 40)}.hnsw`)
+  }
+
+  #applicable(namespace: string, fromVersion: number, meta: NamespaceMeta): Entry | undefined {
+    const entry = this.#loaded.get(namespace)
+    if (entry === undefined || entry.version >= meta.version) return undefined
+    if (entry.version !== fromVersion) {
+      // This entry missed a change: drop it unsaved; the next use reloads from LMDB.
+      this.#loaded.delete(namespace)
+      return undefined
+    }
+    return entry
+  }
+
+  #changed(entry: Entry, meta: NamespaceMeta): void {
+    entry.version = meta.version
+    entry.embedderId = meta.embedderId
+    entry.dimension = meta.dimension
+    entry.dirty = true
+    this.#timer ??= setTimeout(() => {
+      this.#timer = undefined
+      this.flush()
+    }, this.#saveDelay).unref()
+  }
+
+  #save(entry: Entry): void {
+    entry.dirty = false
+    if (entry.vectors === null || entry.refs.size === 0) VectorIndex.remove(entry.file)
+    else entry.vectors.save(entry.file, { version: entry.version })
+  }
+}
+
+function isZero(v: Float32Array): boolean {
+  for (let i = 0; i < v.length; i++) if (v[i] !== 0) return false
+  return true
+}

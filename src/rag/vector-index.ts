@@ -1,0 +1,167 @@
+/**
+ * One HNSW graph (hnswlib-node, cosine space) for one namespace, and its file on disk.
+ *
+ * The file is a cache: LMDB's `vectors` db is the source of truth, and `search-index.ts` rebuilds the graph from it
+ * whenever `VectorIndex.load` returns undefined. A file is used only if its sidecar (`<file>.json`) says it reflects
+ * exactly the namespace version and live count LMDB records, for the same dimension, and its SHA-256 matches — so a
+ * missing, stale, truncated or corrupt file is never handed to the native reader, it is rebuilt.
+ *
+ * Writes go to a temporary name and are renamed into place (graph first, then sidecar), so a crash mid-save leaves
+ * either the old pair or a pair whose checksum does not match, never a file that looks current but is not.
+ */
+import { createHash } from 'node:crypto'
+import { readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import hnswlib from 'hnswlib-node'
+import type { ScoredLabel } from './bm25.js'
+
+export interface HnswParams {
+  /** Graph degree. Default 16. */
+  m: number
+  /** Candidate list size while inserting: higher builds a better graph, slower. Default 64 (bench/rag-perf.ts). */
+  efConstruction: number
+  /** Candidate list size while searching, at least k. Default 64. */
+  efSearch: number
+}
+
+export const DEFAULT_HNSW: HnswParams = { m: 16, efConstruction: 64, efSearch: 64 }
+
+/** What the caller knows from LMDB about the namespace the file should reflect. */
+export interface Expected {
+  dimension: number
+  version: number
+  count: number
+}
+
+interface Sidecar extends Expected {
+  format: 1
+  deleted: number
+  bytes: number
+  sha256: string
+}
+
+const INITIAL_CAPACITY = 1024
+/** Fixed so that a rebuild from the same vectors in the same order gives the same graph. */
+const RANDOM_SEED = 100
+
+export class VectorIndex {
+  readonly dimension: number
+  readonly #hnsw: hnswlib.HierarchicalNSW
+  readonly #params: HnswParams
+  #live: number
+  #deleted: number
+
+  private constructor(hnsw: hnswlib.HierarchicalNSW, dimension: number, params: HnswParams, live: number, deleted: number) {
+    this.#hnsw = hnsw
+    this.dimension = dimension
+    this.#params = params
+    this.#live = live
+    this.#deleted = deleted
+    hnsw.setEf(params.efSearch)
+  }
+
+  static create(dimension: number, params: HnswParams = DEFAULT_HNSW, capacity = INITIAL_CAPACITY): VectorIndex {
+    const hnsw = new hnswlib.HierarchicalNSW('cosine', dimension)
+    hnsw.initIndex({ maxElements: Math.max(16, capacity), m: params.m, efConstruction: params.efConstruction, randomSeed: RANDOM_SEED })
+    return new VectorIndex(hnsw, dimension, params, 0, 0)
+  }
+
+  /** The graph in `file` if it is current for `expect`; undefined if missing, stale or corrupt (then rebuild). */
+  static load(file: string, expect: Expected, params: HnswParams = DEFAULT_HNSW): VectorIndex | undefined {
+    let side: Sidecar
+    let bytes: Buffer
+    try {
+      side = JSON.parse(readFileSync(`${file}.json`, 'utf8')) as Sidecar
+      if (side.format !== 1 || side.dimension !== expect.dimension || side.version !== expect.version || side.count !== expect.count)
+        return undefined
+      if (statSync(file).size !== side.bytes) return undefined
+      bytes = readFileSync(file)
+    } catch (err) {
+      // Missing or unreadable sidecar or graph: the caller rebuilds from LMDB, which is the source of truth.
+      if (isFsOrJsonError(err)) return undefined
+      throw err
+    }
+    if (createHash('sha256').update(bytes).digest('hex') !== side.sha256) return undefined
+    const hnsw = new hnswlib.HierarchicalNSW('cosine', expect.dimension)
+    try {
+      hnsw.readIndexSync(file, false)
+    } catch {
+      // Checksum matched but the native reader refused it (written by another hnswlib version): rebuild.
+      return undefined
+    }
+    if (hnsw.getCurrentCount() !== side.count + side.deleted) return undefined
+    return new VectorIndex(hnsw, expect.dimension, params, side.count, side.deleted)
+  }
+
+  /** Live vectors. */
+  get size(): number {
+    return this.#live
+  }
+
+  /** Vectors marked deleted but still occupying the graph (dropped by the next rebuild). */
+  get deleted(): number {
+    return this.#deleted
+  }
+
+  add(label: number, vector: Float32Array): void {
+    if (vector.length !== this.dimension)
+      throw new RangeError(`VectorIndex: vector has ${vector.length} dimensions, index has ${this.dimension}`)
+    const max = this.#hnsw.getMaxElements()
+    if (this.#hnsw.getCurrentCount() >= max) this.#hnsw.resizeIndex(max * 2)
+    // hnswlib-node takes plain arrays only.
+    this.#hnsw.addPoint(Array.from(vector), label)
+    this.#live++
+  }
+
+  /** Mark `label` deleted; it is never returned again. The caller only removes labels it added. */
+  remove(label: number): void {
+    this.#hnsw.markDelete(label)
+    this.#live--
+    this.#deleted++
+  }
+
+  /** A fresh graph holding only `labels` (the live ones), without the space and detours of deleted vectors. */
+  compacted(labels: Iterable<number>, params: HnswParams = this.#params): VectorIndex {
+    const next = VectorIndex.create(this.dimension, params, this.#live)
+    for (const label of labels) next.add(label, Float32Array.from(this.#hnsw.getPoint(label)))
+    return next
+  }
+
+  /** Up to `k` nearest labels, best first, scored by cosine similarity. */
+  search(vector: Float32Array, k: number): ScoredLabel[] {
+    const n = Math.min(k, this.#live)
+    if (n <= 0) return []
+    if (this.#params.efSearch < n) this.#hnsw.setEf(n)
+    const { neighbors, distances } = this.#hnsw.searchKnn(Array.from(vector), n)
+    if (this.#params.efSearch < n) this.#hnsw.setEf(this.#params.efSearch)
+    return neighbors.map((label, i) => ({ label, score: 1 - (distances[i] as number) }))
+  }
+
+  /** Write the graph and its sidecar atomically (temporary names, then rename). */
+  save(file: string, state: { version: number }): void {
+    const tmp = `${file}.tmp`
+    this.#hnsw.writeIndexSync(tmp)
+    const bytes = readFileSync(tmp)
+    const side: Sidecar = {
+      format: 1,
+      dimension: this.dimension,
+      version: state.version,
+      count: this.#live,
+      deleted: this.#deleted,
+      bytes: bytes.length,
+      sha256: createHash('sha256').update(bytes).digest('hex'),
+    }
+    renameSync(tmp, file)
+    writeFileSync(`${file}.json.tmp`, JSON.stringify(side))
+    renameSync(`${file}.json.tmp`, `${file}.json`)
+  }
+
+  /** Delete a namespace's files (after its last document is gone). */
+  static remove(file: string): void {
+    rmSync(`${file}.json`, { force: true })
+    rmSync(file, { force: true })
+  }
+}
+
+function isFsOrJsonError(err: unknown): boolean {
+  return err instanceof SyntaxError || (err instanceof Error && typeof (err as NodeJS.ErrnoException).code === 'string')
+}

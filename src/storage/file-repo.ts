@@ -1,0 +1,184 @@
+/**
+ * The knowledge base's records in LMDB:
+ *   files   [tenant, fileId]             → FileRow (the public file object)
+ *   chunks  [tenant, fileId, chunkIndex] → ChunkRow
+ *   vectors [namespace, label]           → float32 bytes of the chunk's embedding
+ *   meta    ['index', namespace]         → IndexMeta (embedder, version, live count, next label)
+ *
+ * A file is written, or deleted, together with its chunks, vectors and namespace meta in one transaction: a failed
+ * ingestion leaves nothing, and the namespace version always moves with its content (vector-index.ts relies on it).
+ * The `vectors`/`meta` half is generic (any namespace), so session recall can write its own vectors the same way.
+ */
+import type { Store } from './store.js'
+
+export interface FileRow {
+  id: string
+  object: 'file'
+  filename: string
+  bytes: number
+  chunks: number
+  status: 'processed'
+  created_at: number
+  metadata: Record<string, unknown> | null
+  content_type: string
+}
+
+export interface ChunkRow {
+  text: string
+  tokens: number
+  /** Character range in the file's extracted text. */
+  start: number
+  end: number
+  headingPath: string[]
+  /** The chunk's label in its namespace's indexes. */
+  label: number
+}
+
+export interface IndexMeta {
+  embedderId: string
+  dimension: number
+  version: number
+  count: number
+  nextLabel: number
+}
+
+/** What a write did to a namespace: apply it to the loaded indexes with `SearchIndex.applyAdd/applyRemove`. */
+export interface IndexChange {
+  fromVersion: number
+  meta: IndexMeta
+  labels: number[]
+}
+
+// Ids are ASCII ('file-…', hex tenant ids), so ['', '\uffff'] brackets every id under a prefix.
+const LOW = ''
+const HIGH = '\uffff'
+
+export class FileRepo {
+  readonly #store: Store
+
+  constructor(store: Store) {
+    this.#store = store
+  }
+
+  getFile(tenant: string, id: string): FileRow | undefined {
+    return this.#store.files.get([tenant, id]) as FileRow | undefined
+  }
+
+  /** A tenant's files, oldest first. */
+  listFiles(tenant: string): FileRow[] {
+    const rows: FileRow[] = []
+    for (const { value } of this.#store.files.getRange({ start: [tenant, LOW], end: [tenant, HIGH] })) rows.push(value as FileRow)
+    return rows.sort((a, b) => a.created_at - b.created_at || (a.id < b.id ? -1 : 1))
+  }
+
+  getChunk(tenant: string, fileId: string, index: number): ChunkRow | undefined {
+    return this.#store.chunks.get([tenant, fileId, index]) as ChunkRow | undefined
+  }
+
+  /** Every chunk of a tenant, in key order. */
+  *tenantChunks(tenant: string): Iterable<{ fileId: string; index: number; chunk: ChunkRow }> {
+    for (const { key, value } of this.#store.chunks.getRange({ start: [tenant, LOW], end: [tenant, HIGH] })) {
+      const k = key as [string, string, number]
+      yield { fileId: k[1], index: k[2], chunk: value as ChunkRow }
+    }
+  }
+
+  indexMeta(namespace: string): IndexMeta | undefined {
+    return this.#store.meta.get(['index', namespace]) as IndexMeta | undefined
+  }
+
+  /** Namespaces with index meta whose name starts with `prefix`. */
+  namespaces(prefix: string): string[] {
+    const out: string[] = []
+    for (const key of this.#store.meta.getKeys({ start: ['index', prefix], end: ['index', prefix + HIGH] })) {
+      out.push((key as [string, string])[1])
+    }
+    return out
+  }
+
+  *vectors(namespace: string): Iterable<{ label: number; vector: Float32Array }> {
+    for (const { key, value } of this.#store.vectors.getRange({ start: [namespace, 0], end: [namespace, Number.MAX_SAFE_INTEGER] })) {
+      yield { label: (key as [string, number])[1], vector: decodeVector(value as Uint8Array) }
+    }
+  }
+
+  /**
+   * Store a file with its chunks and their vectors in one transaction. Labels are allocated inside it, so concurrent
+   * ingestions into one namespace never collide. `check` sees the namespace meta first and may throw to refuse
+   * (e.g. another embedder, too many documents); nothing is written then.
+   */
+  async insertFile(opts: {
+    tenant: string
+    namespace: string
+    file: FileRow
+    chunks: ReadonlyArray<Omit<ChunkRow, 'label'>>
+    vectors: readonly Float32Array[]
+    embedderId: string
+    check: (meta: IndexMeta | undefined, adding: number) => void
+  }): Promise<IndexChange> {
+    const { tenant, namespace, file, chunks, vectors } = opts
+    if (vectors.length !== chunks.length) throw new RangeError('insertFile: one vector per chunk')
+    const dimension = vectors[0]?.length ?? 0
+    const store = this.#store
+    return store.transaction(() => {
+      const before = this.indexMeta(namespace)
+      opts.check(before, chunks.length)
+      const empty = before === undefined || before.count === 0
+      const first = before?.nextLabel ?? 0
+      const labels = chunks.map((_, i) => first + i)
+      store.files.put([tenant, file.id], file)
+      chunks.forEach((c, i) => {
+        const label = labels[i] as number
+        store.chunks.put([tenant, file.id, i], { ...c, label } satisfies ChunkRow)
+        store.vectors.put([namespace, label], encodeVector(vectors[i] as Float32Array))
+      })
+      const meta: IndexMeta = {
+        embedderId: empty ? opts.embedderId : before.embedderId,
+        dimension: empty ? dimension : before.dimension,
+        version: (before?.version ?? 0) + 1,
+        count: (before?.count ?? 0) + chunks.length,
+        nextLabel: first + chunks.length,
+      }
+      store.meta.put(['index', namespace], meta)
+      return { fromVersion: before?.version ?? 0, meta, labels }
+    })
+  }
+
+  /** Delete a file, its chunks and vectors in one transaction; undefined if the tenant has no such file. */
+  async deleteFile(tenant: string, namespace: string, id: string): Promise<IndexChange | undefined> {
+    const store = this.#store
+    return store.transaction(() => {
+      if (store.files.get([tenant, id]) === undefined) return undefined
+      const labels: number[] = []
+      const keys: Array<[string, string, number]> = []
+      for (const { key, value } of store.chunks.getRange({ start: [tenant, id, 0], end: [tenant, id, Number.MAX_SAFE_INTEGER] })) {
+        keys.push(key as [string, string, number])
+        labels.push((value as ChunkRow).label)
+      }
+      for (const key of keys) store.chunks.remove(key)
+      for (const label of labels) store.vectors.remove([namespace, label])
+      store.files.remove([tenant, id])
+      const before = this.indexMeta(namespace)
+      const meta: IndexMeta = {
+        embedderId: before?.embedderId ?? '',
+        dimension: before?.dimension ?? 0,
+        version: (before?.version ?? 0) + 1,
+        count: Math.max(0, (before?.count ?? 0) - labels.length),
+        nextLabel: before?.nextLabel ?? 0,
+      }
+      store.meta.put(['index', namespace], meta)
+      return { fromVersion: before?.version ?? 0, meta, labels }
+    })
+  }
+}
+
+export function encodeVector(v: Float32Array): Buffer {
+  return Buffer.from(v.buffer, v.byteOffset, v.byteLength)
+}
+
+/** Copy out of LMDB's buffer (it may be reused, and may not be 4-byte aligned). */
+export function decodeVector(bytes: Uint8Array): Float32Array {
+  const copy = new Uint8Array(bytes.byteLength)
+  copy.set(bytes)
+  return new Float32Array(copy.buffer)
+}

@@ -1,0 +1,355 @@
+/**
+ * Conversation memory: sessions and their messages in LMDB, scoped by tenant.
+ *
+ *   sessions  [tenant, sessionId]       → { createdAt, updatedAt, nextSeq, count }
+ *   messages  [tenant, sessionId, seq]  → { role, content, tokens, createdAt }
+ *
+ * Seqs are assigned inside the write transaction from the session record, so concurrent appends to one session never
+ * collide; they are contiguous (appends at the tail, pruning at the head), so a session's messages are exactly
+ * seqs [nextSeq - count, nextSeq) and every read or delete is computed from the record, never a scan.
+ *
+ * Every write is one abortable (child) transaction: an exchange, its pruning and whatever the hooks index commit
+ * together or not at all — also if a hook throws, and also under kill -9 (LMDB's copy-on-write commit).
+ *
+ * History reads are the hot path (every chat request with a session). Decoding 200 messages from LMDB measured
+ * ~0.5 ms p50 here (1,000: ~2 ms), half the whole memory path's budget, so the newest messages of recently used
+ * sessions are kept in a bounded LRU that writes patch after they commit. LMDB stays the source of truth: a cache
+ * entry that cannot be patched exactly is dropped and read again.
+ */
+import { LRUCache } from 'lru-cache'
+import { invalidParam } from '../errors.js'
+import type { TokenCounter } from '../context/tokenizer.js'
+import type { Bytes, ChatMessage, Clock, Tokens } from '../types.js'
+import type { Store } from './store.js'
+
+export interface StoredMessage {
+  readonly seq: number
+  readonly role: 'user' | 'assistant'
+  readonly content: string
+  /** Content tokens in the stored encoding (o200k), counted once at write time. */
+  readonly tokens: Tokens
+  /** Epoch ms. */
+  readonly createdAt: number
+}
+
+export interface SessionInfo {
+  id: string
+  createdAt: number
+  updatedAt: number
+  messageCount: number
+}
+
+/** Runs inside the write transaction of an append: index `saved`, unindex `pruned` (oldest messages dropped). */
+export type AppendHook = (tenant: string, sessionId: string, saved: StoredMessage[], pruned: StoredMessage[]) => void
+/** Runs inside the delete transaction, before the session's records are removed (they can still be read). */
+export type DeleteHook = (tenant: string, sessionId: string) => void
+
+export interface SessionRepoOptions {
+  /** Messages kept per session; the oldest beyond it are pruned on append. At least 1. */
+  maxMessagesPerSession: number
+  /** Epoch milliseconds, stamped on messages and sessions. */
+  clock: Clock
+  /** Counts content tokens once, at write time. */
+  counter: TokenCounter
+  /** Sessions whose newest messages are cached in memory. 0 disables the cache. Default 1000. */
+  cacheSessions?: number
+  /** Newest messages cached per session: history reads asking for more go to LMDB. Default 1000. */
+  cacheMessagesPerSession?: number
+  /** Rough ceiling on the cache's memory (UTF-16 content plus a fixed cost per message). Default 64 MiB. */
+  cacheBytes?: Bytes
+}
+
+interface SessionRecord {
+  createdAt: number
+  updatedAt: number
+  nextSeq: number
+  count: number
+}
+
+interface MessageRecord {
+  role: 'user' | 'assistant'
+  content: string
+  tokens: Tokens
+  createdAt: number
+}
+
+/** The newest messages of one session, oldest first; `complete` when nothing older exists. */
+interface CacheEntry {
+  messages: StoredMessage[]
+  complete: boolean
+  bytes: Bytes
+}
+
+/** lmdb-js's default maximum key size, in bytes. */
+const MAX_KEY_BYTES = 1978
+/** Key bytes besides the two strings: separators, a number, slack for the escape byte. */
+const KEY_FIXED_BYTES = 16
+const MESSAGE_FIXED_BYTES = 96
+/** Above any first byte ordered-binary writes for a string, so [tenant, HIGH] ends a tenant's range of ids. */
+const HIGH = Uint8Array.of(0xff)
+/**
+ * ordered-binary writes long strings as raw UTF-8: a NUL would merge into its element separator and a lone
+ * surrogate would become U+FFFD (two ids, one key), and control characters decode ambiguously. Such ids are refused
+ * rather than silently aliased.
+ */
+const UNSAFE_ID = /[\u0000-\u001f]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
+
+export class SessionRepo {
+  readonly #store: Store
+  readonly #max: number
+  readonly #clock: Clock
+  readonly #counter: TokenCounter
+  readonly #cache: LRUCache<string, CacheEntry> | undefined
+  readonly #cachePerSession: number
+  readonly #appendHooks: AppendHook[] = []
+  readonly #deleteHooks: DeleteHook[] = []
+  /**
+   * Set while our write callbacks run: a hook that reads history then sees uncommitted state, which must neither be
+   * cached (the transaction may still abort) nor be answered from the cache (it would miss the transaction's writes).
+   */
+  #inWrite = false
+
+  constructor(store: Store, opts: SessionRepoOptions) {
+    if (!Number.isInteger(opts.maxMessagesPerSession) || opts.maxMessagesPerSession < 1)
+      throw new RangeError(`maxMessagesPerSession must be a positive integer, got ${opts.maxMessagesPerSession}`)
+    this.#store = store
+    this.#max = opts.maxMessagesPerSession
+    this.#clock = opts.clock
+    this.#counter = opts.counter
+    this.#cachePerSession = opts.cacheMessagesPerSession ?? 1000
+    const sessions = opts.cacheSessions ?? 1000
+    this.#cache =
+      sessions > 0 && this.#cachePerSession > 0
+        ? new LRUCache<string, CacheEntry>({
+            max: sessions,
+            maxSize: opts.cacheBytes ?? 64 * 1024 * 1024,
+            sizeCalculation: (e) => Math.max(1, e.bytes),
+          })
+        : undefined
+  }
+
+  onAppend(fn: AppendHook): void {
+    this.#appendHooks.push(fn)
+  }
+
+  onDelete(fn: DeleteHook): void {
+    this.#deleteHooks.push(fn)
+  }
+
+  /** The newest `limit` messages (default all), oldest first. */
+  history(tenant: string, sessionId: string, limit = Infinity): StoredMessage[] {
+    checkSessionId(tenant, sessionId)
+    if (limit <= 0) return []
+    const key = cacheKey(tenant, sessionId)
+    const cache = this.#inWrite ? undefined : this.#cache
+    const hit = cache?.get(key)
+    if (hit !== undefined && (hit.complete || hit.messages.length >= limit)) return tail(hit.messages, limit)
+
+    const rec = this.#record(tenant, sessionId)
+    if (rec === undefined) return []
+    // Read what this call needs, and at least what the cache keeps, in one range.
+    const want = Math.min(rec.count, Math.max(limit, this.#cachePerSession))
+    const messages = this.#readRange(tenant, sessionId, rec.nextSeq - want, rec.nextSeq)
+    if (cache !== undefined) {
+      const kept = tail(messages, this.#cachePerSession)
+      cache.set(key, { messages: kept, complete: kept.length === rec.count, bytes: sizeOf(kept) })
+    }
+    return tail(messages, limit)
+  }
+
+  /**
+   * Save one exchange (the request's non-system messages and the reply) in one transaction; resolves once it is
+   * committed and flushed. Creates the session; prunes the oldest messages beyond the limit.
+   */
+  async appendExchange(tenant: string, sessionId: string, messages: readonly ChatMessage[]): Promise<StoredMessage[]> {
+    checkSessionId(tenant, sessionId)
+    if (messages.length === 0) return []
+    const now = this.#clock()
+    // Tokenize before the transaction: it holds the single write lock.
+    const records: MessageRecord[] = messages.map((m) => {
+      if (m.role !== 'user' && m.role !== 'assistant')
+        throw new TypeError(`only user and assistant messages are stored, got "${m.role}"`)
+      return { role: m.role, content: m.content, tokens: this.#counter.textTokens(m.content), createdAt: now }
+    })
+    const { messages: db, sessions } = this.#store
+
+    const { saved, pruned } = await this.#write(() => {
+      const rec = this.#record(tenant, sessionId) ?? { createdAt: now, updatedAt: now, nextSeq: 0, count: 0 }
+      const saved = records.map((r, i) => stored(rec.nextSeq + i, r))
+      for (const [i, r] of records.entries()) db.put([tenant, sessionId, rec.nextSeq + i], r)
+      rec.nextSeq += records.length
+      rec.count += records.length
+      rec.updatedAt = Math.max(rec.updatedAt, now)
+
+      const pruned: StoredMessage[] = []
+      for (let seq = rec.nextSeq - rec.count; rec.count > this.#max; seq++, rec.count--) {
+        const old = db.get([tenant, sessionId, seq])
+        if (old !== undefined) pruned.push(stored(seq, asMessageRecord(old)))
+        db.remove([tenant, sessionId, seq])
+      }
+      sessions.put([tenant, sessionId], rec)
+      for (const hook of this.#appendHooks) hook(tenant, sessionId, saved, pruned)
+      return { saved, pruned }
+    })
+    this.#patchCache(cacheKey(tenant, sessionId), saved, pruned)
+    return saved
+  }
+
+  get(tenant: string, sessionId: string): SessionInfo | undefined {
+    checkSessionId(tenant, sessionId)
+    const rec = this.#record(tenant, sessionId)
+    return rec === undefined ? undefined : info(sessionId, rec)
+  }
+
+  /** A page of the tenant's sessions ordered by id (code point order); `after` is the previous page's last id. */
+  list(tenant: string, opts: { limit: number; after?: string }): { data: SessionInfo[]; hasMore: boolean } {
+    const limit = Math.max(0, Math.floor(opts.limit))
+    const data: SessionInfo[] = []
+    let hasMore = false
+    const range = this.#store.sessions.getRange({
+      start: opts.after === undefined ? [tenant] : [tenant, opts.after],
+      end: [tenant, HIGH],
+      // +1 to learn whether there is more, +1 because `start` includes `after` itself.
+      limit: limit + 2,
+    })
+    for (const { key, value } of range) {
+      const id = Array.isArray(key) ? key[1] : undefined
+      if (typeof id !== 'string' || id === opts.after) continue
+      if (data.length === limit) {
+        hasMore = true
+        break
+      }
+      data.push(info(id, asSessionRecord(value)))
+    }
+    return { data, hasMore }
+  }
+
+  /** Remove a session and all of its messages for good; false if it did not exist. */
+  async delete(tenant: string, sessionId: string): Promise<boolean> {
+    checkSessionId(tenant, sessionId)
+    const { messages: db, sessions } = this.#store
+    const existed = await this.#write(() => {
+      const rec = this.#record(tenant, sessionId)
+      if (rec === undefined) return false
+      for (const hook of this.#deleteHooks) hook(tenant, sessionId)
+      for (let seq = rec.nextSeq - rec.count; seq < rec.nextSeq; seq++) db.remove([tenant, sessionId, seq])
+      sessions.remove([tenant, sessionId])
+      return true
+    })
+    this.#cache?.delete(cacheKey(tenant, sessionId))
+    return existed
+  }
+
+  /**
+   * One abortable transaction: lmdb-js batches async transaction callbacks into one LMDB transaction, and a plain
+   * callback that throws midway leaves its earlier writes in the batch; a child transaction rolls them back.
+   * Resolves once committed and flushed to disk.
+   */
+  async #write<T>(fn: () => T): Promise<T> {
+    const result = await this.#store.root.childTransaction(() => {
+      this.#inWrite = true
+      try {
+        return fn()
+      } finally {
+        this.#inWrite = false
+      }
+    })
+    await this.#store.root.flushed
+    return result
+  }
+
+  #record(tenant: string, sessionId: string): SessionRecord | undefined {
+    const v = this.#store.sessions.get([tenant, sessionId])
+    return v === undefined ? undefined : asSessionRecord(v)
+  }
+
+  #readRange(tenant: string, sessionId: string, fromSeq: number, toSeq: number): StoredMessage[] {
+    const out: StoredMessage[] = []
+    const range = this.#store.messages.getRange({
+      start: [tenant, sessionId, fromSeq],
+      end: [tenant, sessionId, toSeq],
+    })
+    for (const { key, value } of range) {
+      const seq = Array.isArray(key) ? key[2] : undefined
+      if (typeof seq !== 'number') throw new Error(`corrupt message key ${JSON.stringify(key)}`)
+      out.push(stored(seq, asMessageRecord(value)))
+    }
+    return out
+  }
+
+  /**
+   * Apply a committed append to the cached entry. Commits resolve in order, but a history read may already have
+   * cached the post-commit state (or an older one): patch only when the entry ends exactly where `saved` begins,
+   * skip when it already has them, and otherwise drop it so the next read goes to LMDB.
+   */
+  #patchCache(key: string, saved: StoredMessage[], pruned: StoredMessage[]): void {
+    const cache = this.#cache
+    const entry = cache?.get(key)
+    const first = saved[0]
+    const last = saved.at(-1)
+    if (cache === undefined || entry === undefined || first === undefined || last === undefined) return
+    const lastCached = entry.messages.at(-1)?.seq ?? -1
+    if (lastCached >= last.seq) return
+    if (lastCached !== first.seq - 1 && entry.messages.length > 0) {
+      cache.delete(key)
+      return
+    }
+    const cutoff = pruned.length > 0 ? (pruned.at(-1)?.seq ?? -1) : -1
+    let messages = entry.messages.filter((m) => m.seq > cutoff).concat(saved)
+    let complete = entry.complete
+    if (messages.length > this.#cachePerSession) {
+      messages = tail(messages, this.#cachePerSession)
+      complete = false
+    }
+    cache.set(key, { messages, complete, bytes: sizeOf(messages) })
+  }
+}
+
+/** Refuse ids the key encoding cannot keep distinct, or too long for an LMDB key: a 400 naming `sessionId`. */
+export function checkSessionId(tenant: string, sessionId: string): void {
+  if (sessionId.length === 0) throw invalidParam('sessionId', 'sessionId must be a non-empty string')
+  if (UNSAFE_ID.test(sessionId))
+    throw invalidParam('sessionId', 'sessionId must not contain control characters or unpaired surrogates')
+  if (Buffer.byteLength(tenant) + Buffer.byteLength(sessionId) + KEY_FIXED_BYTES > MAX_KEY_BYTES)
+    throw invalidParam('sessionId', 'sessionId is too long to store')
+}
+
+function cacheKey(tenant: string, sessionId: string): string {
+  // Session ids cannot contain NUL (checkSessionId), so this pairing is unambiguous.
+  return `${tenant}\u0000${sessionId}`
+}
+
+function tail<T>(items: T[], limit: number): T[] {
+  return limit >= items.length ? items.slice() : items.slice(items.length - limit)
+}
+
+function sizeOf(messages: readonly StoredMessage[]): Bytes {
+  let bytes = 0
+  for (const m of messages) bytes += m.content.length * 2 + MESSAGE_FIXED_BYTES
+  return bytes
+}
+
+function stored(seq: number, r: MessageRecord): StoredMessage {
+  // Frozen: the same objects are handed out from the cache to every request.
+  return Object.freeze({ seq, role: r.role, content: r.content, tokens: r.tokens, createdAt: r.createdAt })
+}
+
+function info(id: string, rec: SessionRecord): SessionInfo {
+  return { id, createdAt: rec.createdAt, updatedAt: rec.updatedAt, messageCount: rec.count }
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null
+}
+
+function asSessionRecord(v: unknown): SessionRecord {
+  if (!isObject(v) || typeof v.nextSeq !== 'number' || typeof v.count !== 'number')
+    throw new Error('corrupt session record')
+  return { createdAt: Number(v.createdAt), updatedAt: Number(v.updatedAt), nextSeq: v.nextSeq, count: v.count }
+}
+
+function asMessageRecord(v: unknown): MessageRecord {
+  if (!isObject(v) || (v.role !== 'user' && v.role !== 'assistant') || typeof v.content !== 'string')
+    throw new Error('corrupt message record')
+  return { role: v.role, content: v.content, tokens: Number(v.tokens), createdAt: Number(v.createdAt) }
+}
