@@ -159,7 +159,13 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
       metrics.observeRequest({ route: r.route, method: r.method, status: r.status, plan: r.tenant?.plan ?? 'none', durationMs: r.durationMs })
       const model = typeof a.model === 'string' ? a.model : undefined
       if (model !== undefined && a.upstreamHeadersMs !== undefined) {
-        metrics.observeUpstream({ model, headersMs: num(a.upstreamHeadersMs), ttftMs: num(a.ttftMs) })
+        const upstreamMs = num(a.upstreamMs)
+        metrics.observeUpstream({
+          model,
+          headersMs: num(a.upstreamHeadersMs),
+          ttftMs: num(a.ttftMs),
+          ...(upstreamMs !== undefined ? { overheadMs: Math.max(0, r.durationMs - upstreamMs) } : {}),
+        })
         if (a.promptTokens !== undefined || a.completionTokens !== undefined) {
           metrics.tokens({ model, prompt: num(a.promptTokens) ?? 0, completion: num(a.completionTokens) ?? 0 })
         }
@@ -175,6 +181,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
         ...(model !== undefined ? { model } : {}),
         ...(typeof a.stream === 'boolean' ? { stream: a.stream } : {}),
         ...(num(a.ttftMs) !== undefined ? { ttftMs: num(a.ttftMs) } : {}),
+        ...(num(a.upstreamMs) !== undefined ? { upstreamMs: num(a.upstreamMs) } : {}),
         ...(num(a.promptTokens) !== undefined ? { promptTokens: num(a.promptTokens) } : {}),
         ...(num(a.completionTokens) !== undefined ? { completionTokens: num(a.completionTokens) } : {}),
         ...(r.error ? { errorCode: r.error.code } : {}),

@@ -89,6 +89,7 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
           ctx.annotations.ttftMs = o.clock() - sentAt
         },
         onComplete: async (text, usage) => {
+          ctx.annotations.upstreamMs = o.clock() - sentAt
           o.planner.observeUsage(req.model, prepared.countedTokens, usage)
           annotateUsage(ctx.annotations, usage)
           if (shouldSave) await o.planner.save(tenant, req, text)
@@ -101,6 +102,7 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
 
     // Non-stream (or an upstream that answered a stream request with plain JSON).
     const text = await readUpstreamBody(upstream.body, o.limits.maxUpstreamBodyBytes)
+    ctx.annotations.upstreamMs = o.clock() - sentAt
     let completion: Record<string, unknown>
     try {
       const parsed: unknown = JSON.parse(text)

@@ -1,2 +1,0 @@
-export {};
-//# sourceMappingURL=metadata.js.map

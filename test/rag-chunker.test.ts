@@ -1,0 +1,95 @@
+/**
+ * The chunker: token bounds, exact offsets into the extracted text, heading paths, paragraph-respecting breaks and
+ * sentence overlap, and the per-file chunk cap.
+ */
+import t from 'tap'
+import { chunkText, countO200k } from '../src/rag/chunker.js'
+import { markdownBlocks, paragraphs } from '../src/rag/extract.js'
+
+const sentence = (i: number): string => `Sentence number ${i} talks about topic ${i % 7} and nothing else at all.`
+
+t.test('chunks stay within the token size, and text equals the extracted range', async (t) => {
+  const text = Array.from({ length: 6 }, (_, p) => Array.from({ length: 9 }, (_, s) => sentence(p * 10 + s)).join(' ')).join('\n\n')
+  const chunks = chunkText({ text, blocks: paragraphs(text) }, { chunkTokens: 64, overlapTokens: 0, maxChunks: 1000 })
+  t.ok(chunks.length > 6)
+  chunks.forEach((c, i) => {
+    t.equal(c.index, i)
+    t.equal(c.text, text.slice(c.start, c.end), 'offsets point at the text')
+    t.equal(c.tokens, countO200k(c.text), 'exact token count')
+    t.ok(c.tokens <= 64, `chunk ${i} has ${c.tokens} ≤ 64 tokens`)
+    t.notMatch(c.text, /^\s|\s$/, 'trimmed')
+  })
+  // Every sentence is in some chunk, whole.
+  for (let i = 0; i < 60; i++) if (i % 10 < 9) t.ok(chunks.some((c) => c.text.includes(sentence(i))), `sentence ${i} whole`)
+})
+
+t.test('breaks fall on sentence ends; overlap repeats the previous sentence within a paragraph', async (t) => {
+  const text = Array.from({ length: 12 }, (_, i) => sentence(i)).join(' ')
+  const perSentence = countO200k(sentence(1))
+  const chunks = chunkText({ text, blocks: paragraphs(text) }, { chunkTokens: perSentence * 4 + 4, overlapTokens: perSentence + 2, maxChunks: 100 })
+  t.ok(chunks.length >= 3)
+  for (const c of chunks) t.match(c.text, /^Sentence number \d+.*\.$/s, 'starts and ends on sentence boundaries')
+  for (let i = 1; i < chunks.length; i++) {
+    const prev = chunks[i - 1]!
+    const cur = chunks[i]!
+    t.ok(cur.start < prev.end, `chunk ${i} overlaps chunk ${i - 1}`)
+    t.ok(prev.text.endsWith(text.slice(cur.start, prev.end)), 'the overlap is the previous chunk’s tail')
+  }
+})
+
+t.test('short paragraphs share a chunk; a paragraph break ends a half-full chunk without overlap', async (t) => {
+  const text = ['Alpha one.', 'Beta two.', 'Gamma three.', Array.from({ length: 8 }, (_, i) => sentence(i)).join(' ')].join('\n\n')
+  const chunks = chunkText({ text, blocks: paragraphs(text) }, { chunkTokens: 60, overlapTokens: 20, maxChunks: 100 })
+  t.equal(chunks[0]?.text.startsWith('Alpha one.\n\nBeta two.\n\nGamma three.'), true, 'small paragraphs merged')
+  const longStart = text.indexOf('Sentence number 0')
+  const second = chunks.find((c) => c.end > longStart + 200)
+  t.ok(second)
+})
+
+t.test('headings start chunks and give every chunk its heading path', async (t) => {
+  const md = [
+    '# Manual',
+    'Intro paragraph.',
+    '## Install',
+    'Run the installer. It takes a minute.',
+    '### Linux',
+    'Use the package manager.',
+    '## Usage',
+    'Start it with the start command.',
+  ].join('\n\n')
+  const chunks = chunkText({ text: md, blocks: markdownBlocks(md) }, { chunkTokens: 200, overlapTokens: 20, maxChunks: 100 })
+  t.same(
+    chunks.map((c) => [c.headingPath, c.text.split('\n')[0]]),
+    [
+      [['Manual'], '# Manual'],
+      [['Manual', 'Install'], '## Install'],
+      [['Manual', 'Install', 'Linux'], '### Linux'],
+      [['Manual', 'Usage'], '## Usage'],
+    ],
+  )
+  const stacked = '# A\n\n## B\n\nText under B.'
+  const s = chunkText({ text: stacked, blocks: markdownBlocks(stacked) }, { chunkTokens: 200, overlapTokens: 0, maxChunks: 10 })
+  t.same(s.map((c) => [c.text, c.headingPath]), [[stacked, ['A', 'B']]], 'a heading alone does not make a chunk')
+})
+
+t.test('text without sentence breaks is cut at words, and unbroken text anywhere', async (t) => {
+  const words = Array.from({ length: 600 }, (_, i) => `word${i}`).join(' ')
+  const chunks = chunkText({ text: words, blocks: paragraphs(words) }, { chunkTokens: 100, overlapTokens: 10, maxChunks: 100 })
+  t.ok(chunks.length >= 8)
+  for (const c of chunks) {
+    t.ok(c.tokens <= 110, `≈ bounded (${c.tokens})`)
+    t.match(c.text, /^word\d+.*word\d+$/s, 'cut between words')
+  }
+  const blob = 'x'.repeat(20000)
+  const b = chunkText({ text: blob, blocks: paragraphs(blob) }, { chunkTokens: 100, overlapTokens: 0, maxChunks: 1000 })
+  t.equal(b.map((c) => c.text).join(''), blob, 'nothing lost')
+})
+
+t.test('more chunks than maxChunks → 413', async (t) => {
+  const text = Array.from({ length: 50 }, (_, i) => sentence(i)).join('\n\n')
+  t.throws(() => chunkText({ text, blocks: paragraphs(text) }, { chunkTokens: 16, overlapTokens: 0, maxChunks: 3 }), {
+    code: 'payload_too_large',
+    status: 413,
+  })
+  t.throws(() => chunkText({ text, blocks: paragraphs(text) }, { chunkTokens: 16, overlapTokens: 16, maxChunks: 3 }), RangeError)
+})

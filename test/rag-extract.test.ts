@@ -1,0 +1,186 @@
+/**
+ * Every supported format from small fixtures made here (including a hand-written PDF with a text layer), format
+ * detection by content type / extension / bytes, and the 415 / 400 refusals.
+ */
+import t from 'tap'
+import { GatewayError } from '../src/errors.js'
+import { detectFormat, extract, type ExtractedText } from '../src/rag/extract.js'
+
+/** A minimal valid PDF 1.4: one page per entry, each line drawn with Helvetica; '' leaves a blank line. */
+export function makePdf(pages: string[][]): Buffer {
+  const objs: string[] = ['<< /Type /Catalog /Pages 2 0 R >>', '']
+  const kids: string[] = []
+  const font = 3
+  objs.push('<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>')
+  for (const lines of pages) {
+    const ops = lines.map((l) => `(${l.replace(/[\\()]/g, (m) => `\\${m}`)}) '`).join(' ')
+    const content = `BT /F1 12 Tf 72 720 Td 14 TL ${ops} ET`
+    objs.push(`<< /Length ${Buffer.byteLength(content, 'latin1')} >>\nstream\n${content}\nendstream`)
+    const contentRef = objs.length
+    objs.push(
+      `<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 ${font} 0 R >> >> /Contents ${contentRef} 0 R >>`,
+    )
+    kids.push(`${objs.length} 0 R`)
+  }
+  objs[1] = `<< /Type /Pages /Kids [${kids.join(' ')}] /Count ${kids.length} >>`
+  let out = '%PDF-1.4\n'
+  const offsets: number[] = []
+  objs.forEach((o, i) => {
+    offsets.push(Buffer.byteLength(out, 'latin1'))
+    out += `${i + 1} 0 obj\n${o}\nendobj\n`
+  })
+  const xref = Buffer.byteLength(out, 'latin1')
+  out += `xref\n0 ${objs.length + 1}\n0000000000 65535 f \n`
+  out += offsets.map((o) => `${String(o).padStart(10, '0')} 00000 n \n`).join('')
+  out += `trailer\n<< /Size ${objs.length + 1} /Root 1 0 R >>\nstartxref\n${xref}\n%%EOF\n`
+  return Buffer.from(out, 'latin1')
+}
+
+const file = (filename: string, content: string | Buffer, contentType?: string) => ({
+  filename,
+  contentType,
+  bytes: typeof content === 'string' ? Buffer.from(content) : content,
+})
+
+function blockTexts(x: ExtractedText): Array<[string, string]> {
+  return x.blocks.map((b) => [b.kind === 'heading' ? `h${b.level}` : 'p', x.text.slice(b.start, b.end)])
+}
+
+async function rejects(t: Tap.Test, p: Promise<unknown>, code: string, status: number): Promise<void> {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  )
+  t.ok(err instanceof GatewayError, `rejected with a GatewayError (${String(err)})`)
+  t.equal((err as GatewayError).code, code)
+  t.equal((err as GatewayError).status, status)
+}
+
+t.test('plain text keeps the file text and splits paragraphs on blank lines', async (t) => {
+  const x = await extract(file('notes.txt', '\ufeffFirst line\r\nstill first.\r\n\r\n  Second paragraph.  \n\n\n'))
+  t.equal(x.format, 'text')
+  t.equal(x.text, 'First line\nstill first.\n\n  Second paragraph.  \n\n\n', 'BOM dropped, CRLF normalised')
+  t.same(blockTexts(x), [
+    ['p', 'First line\nstill first.'],
+    ['p', 'Second paragraph.'],
+  ])
+})
+
+t.test('markdown: ATX and setext headings, fenced code is not a heading', async (t) => {
+  const md = ['# Guide', '', 'Intro text.', '', 'Setup', '-----', 'Run **it**.', '', '```sh', '# not a heading', '```', '', '### Deep *dive* ###', 'Body.'].join('\n')
+  const x = await extract(file('guide.md', md))
+  t.equal(x.format, 'markdown')
+  t.same(blockTexts(x), [
+    ['h1', '# Guide'],
+    ['p', 'Intro text.'],
+    ['h2', 'Setup\n-----'],
+    ['p', 'Run **it**.'],
+    ['p', '```sh\n# not a heading\n```'],
+    ['h3', '### Deep *dive* ###'],
+    ['p', 'Body.'],
+  ])
+  t.same(
+    x.blocks.filter((b) => b.kind === 'heading').map((b) => b.title),
+    ['Guide', 'Setup', 'Deep dive'],
+    'heading titles without markup',
+  )
+})
+
+t.test('html: visible text only, headings, entities, tables, title', async (t) => {
+  const html = `<!doctype html><html><head><title>Handbook</title><style>p{color:red}</style>
+    <script>var secret = "SCRIPT-TEXT"</script></head><body>
+    <h1>Leave &amp; holidays</h1><p>Staff get <b>25</b>\n   days.</p>
+    <div hidden>HIDDEN-TEXT</div><noscript>NOSCRIPT-TEXT</noscript>
+    <ul><li>One</li><li>Two</li></ul>
+    <table><tr><th>Plan</th><th>Days</th></tr><tr><td>Basic</td><td>20</td></tr></table>
+    <pre>line 1
+line 2</pre></body></html>`
+  const x = await extract(file('page.html', html, 'text/html; charset=utf-8'))
+  t.equal(x.format, 'html')
+  t.notMatch(x.text, /SCRIPT-TEXT|HIDDEN-TEXT|NOSCRIPT-TEXT|color:red/)
+  t.same(blockTexts(x), [
+    ['h1', 'Handbook'],
+    ['h2', 'Leave & holidays'],
+    ['p', 'Staff get 25 days.'],
+    ['p', 'One'],
+    ['p', 'Two'],
+    ['p', 'Plan | Days'],
+    ['p', 'Basic | 20'],
+    ['p', 'line 1\nline 2'],
+  ])
+})
+
+t.test('json: key paths and values, one paragraph per top-level entry', async (t) => {
+  const json = JSON.stringify({ name: 'recallgate', version: 2, servers: [{ host: 'a.example', port: 8080 }], 'odd key': null })
+  const x = await extract(file('config.json', json))
+  t.equal(x.format, 'json')
+  t.same(blockTexts(x), [
+    ['p', 'name: recallgate\nversion: 2'],
+    ['p', 'servers[0].host: a.example\nservers[0].port: 8080'],
+    ['p', '"odd key": null'],
+  ])
+  const notJson = await extract(file('broken.json', '{"a": tru'))
+  t.equal(notJson.text, '{"a": tru', 'invalid JSON is still indexed as text')
+})
+
+t.test('csv: rows as "header: value" lines, quotes and delimiters', async (t) => {
+  const csv = 'name,role,notes\n"Smith, Ann",engineer,"says ""hi""\nand leaves"\nBob,,\n'
+  const x = await extract(file('people.csv', csv))
+  t.equal(x.format, 'csv')
+  t.same(blockTexts(x), [
+    ['p', 'name: Smith, Ann\nrole: engineer\nnotes: says "hi"\nand leaves'],
+    ['p', 'name: Bob'],
+  ])
+  const semi = await extract(file('data.csv', 'a;b\n1;2\n'))
+  t.equal(semi.text, 'a: 1\nb: 2', 'semicolon delimiter sniffed')
+  const tsv = await extract(file('data.tsv', 'a\tb\n1\t2\n'))
+  t.equal(tsv.text, 'a: 1\nb: 2')
+})
+
+t.test('pdf: the text layer, paragraphs by vertical gaps and pages', async (t) => {
+  const pdf = makePdf([
+    ['Quarterly report.', 'The secret code is ZEBRA-42.', '', 'A new paragraph (after a gap).'],
+    ['Page two text.'],
+  ])
+  const x = await extract(file('report.pdf', pdf, 'application/pdf'))
+  t.equal(x.format, 'pdf')
+  t.same(blockTexts(x), [
+    ['p', 'Quarterly report. The secret code is ZEBRA-42.'],
+    ['p', 'A new paragraph (after a gap).'],
+    ['p', 'Page two text.'],
+  ])
+})
+
+t.test('format detection: content type, extension, bytes', async (t) => {
+  const d = (filename: string, contentType: string | undefined, content = 'hello') =>
+    detectFormat({ filename, contentType, bytes: Buffer.from(content) })
+  t.equal(d('a.md', 'text/plain'), 'markdown', 'a known extension beats generic text/plain')
+  t.equal(d('a.txt', 'text/html'), 'html', 'a specific content type wins')
+  t.equal(d('a.csv', 'application/octet-stream'), 'csv')
+  t.equal(d('README', undefined), 'text', 'no extension, no type, text bytes')
+  t.equal(d('scan', undefined, '%PDF-1.4 ...'), 'pdf', 'PDF magic')
+  t.equal(d('notes', 'text/plain'), 'text')
+  for (const [name, type] of [
+    ['photo.png', 'image/png'],
+    ['a.docx', undefined],
+    ['script.py', undefined],
+    ['blob', 'application/zip'],
+  ] as const)
+    t.throws(() => d(name, type), { code: 'unsupported_media_type', status: 415 }, `${name} refused`)
+  t.throws(() => d('blob', undefined, 'PK\u0003\u0004\u0000\u0000binary'), { code: 'unsupported_media_type' }, 'binary bytes refused')
+})
+
+t.test('refusals: unsupported → 415, no text → 400, broken PDF → 400', async (t) => {
+  await rejects(t, extract(file('image.png', Buffer.from([0x89, 0x50, 0x4e, 0x47, 0, 0, 0]), 'image/png')), 'unsupported_media_type', 415)
+  await rejects(t, extract(file('a.txt', Buffer.from([0x41, 0, 0x42]))), 'unsupported_media_type', 415)
+  await rejects(t, extract(file('empty.txt', '')), 'empty_file', 400)
+  await rejects(t, extract(file('blank.md', ' \n\n  \t\n#\n')), 'empty_file', 400)
+  await rejects(t, extract(file('only-markup.html', '<script>x()</script><p>  </p>')), 'empty_file', 400)
+  await rejects(t, extract(file('blank.pdf', makePdf([[]]))), 'empty_file', 400)
+  await rejects(t, extract(file('bad.pdf', '%PDF-1.4 garbage')), 'invalid_parameter', 400)
+})
+
+t.test('text that is not UTF-8 is read as Windows-1252, not refused', async (t) => {
+  const x = await extract(file('latin.txt', Buffer.from([0x63, 0x61, 0x66, 0xe9])))
+  t.equal(x.text, 'café')
+})
