@@ -218,7 +218,7 @@ export function loadConfig(env: Env): Config {
     maxFileBytes: int('MAX_FILE_BYTES', 1024),
     maxHeaderBytes: int('MAX_HEADER_BYTES', 1024),
     maxMessages: int('MAX_MESSAGES', 1),
-    maxSessionIdLength: int('MAX_SESSION_ID_LENGTH', 1, 4096),
+    maxSessionIdLength: int('MAX_SESSION_ID_LENGTH', 1, 512),
     maxChunksPerFile: int('MAX_CHUNKS_PER_FILE', 1),
     requestTimeout: int('REQUEST_TIMEOUT_MS', 100),
     headersTimeout: int('HEADERS_TIMEOUT_MS', 100),

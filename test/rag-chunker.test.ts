@@ -38,12 +38,15 @@ t.test('breaks fall on sentence ends; overlap repeats the previous sentence with
 })
 
 t.test('short paragraphs share a chunk; a paragraph break ends a half-full chunk without overlap', async (t) => {
-  const text = ['Alpha one.', 'Beta two.', 'Gamma three.', Array.from({ length: 8 }, (_, i) => sentence(i)).join(' ')].join('\n\n')
-  const chunks = chunkText({ text, blocks: paragraphs(text) }, { chunkTokens: 60, overlapTokens: 20, maxChunks: 100 })
-  t.equal(chunks[0]?.text.startsWith('Alpha one.\n\nBeta two.\n\nGamma three.'), true, 'small paragraphs merged')
-  const longStart = text.indexOf('Sentence number 0')
-  const second = chunks.find((c) => c.end > longStart + 200)
-  t.ok(second)
+  const p1 = [sentence(1), sentence(2)].join(' ')
+  const p2 = [sentence(3), sentence(4)].join(' ')
+  const text = ['Alpha one.', 'Beta two.', p1, p2].join('\n\n')
+  const size = countO200k(p1) + 20
+  const chunks = chunkText({ text, blocks: paragraphs(text) }, { chunkTokens: size, overlapTokens: 20, maxChunks: 100 })
+  t.equal(chunks[0]?.text.startsWith('Alpha one.\n\nBeta two.'), true, 'small paragraphs merged')
+  const last = chunks.at(-1)
+  t.equal(last?.text, p2, 'the last paragraph starts its own chunk, with no overlap from the one before')
+  t.equal(last?.start, text.indexOf(p2))
 })
 
 t.test('headings start chunks and give every chunk its heading path', async (t) => {

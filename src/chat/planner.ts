@@ -82,7 +82,7 @@ export class Planner implements ChatPlanner {
               render: (selected) => renderContextMessage(selected.map((i) => hits[i] as SearchHit)),
             },
       messageTokens: (m) => o.counter.messageTokens(m, model),
-      historyMessageTokens: (m) => o.counter.messageTokensFromContent(m.role, m.tokens, model),
+      historyMessageTokens: (m) => o.counter.storedMessageTokens(m, model),
       chatOverhead: o.counter.chatOverhead(model),
     })
 

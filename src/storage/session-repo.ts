@@ -246,7 +246,7 @@ export class SessionRepo {
    * Resolves once committed and flushed to disk.
    */
   async #write<T>(fn: () => T): Promise<T> {
-    const result = await this.#store.root.childTransaction(() => {
+    return this.#store.durable(() => {
       this.#inWrite = true
       try {
         return fn()
@@ -254,8 +254,6 @@ export class SessionRepo {
         this.#inWrite = false
       }
     })
-    await this.#store.root.flushed
-    return result
   }
 
   #record(tenant: string, sessionId: string): SessionRecord | undefined {

@@ -1,0 +1,89 @@
+/**
+ * The analyzer (terms shared by BM25 and the local embedder) and the incremental BM25 index: ranking, removal,
+ * compaction after many removals, the document bound; and reciprocal rank fusion.
+ */
+import t from 'tap'
+import { analyze, stem } from '../src/rag/analyzer.js'
+import { Bm25Index } from '../src/rag/bm25.js'
+import { reciprocalRankFusion } from '../src/rag/fusion.js'
+
+t.test('analyze: lowercase words, stopwords out, light stemming, CJK bigrams', async (t) => {
+  t.same(analyze('The Normans were conquering England in 1066!'), ['norman', 'conquer', 'england', '1066'])
+  t.same(analyze('Café crème, naïve'), ['café', 'crème', 'naïve'], 'accented words stay whole')
+  t.same(analyze('東京都'), ['東京', '京都'], 'unspaced scripts become bigrams')
+  t.equal(stem('studies'), 'study')
+  t.equal(stem('classes'), 'class')
+  t.equal(stem('glass'), 'glass')
+  t.equal(stem('running'), 'run')
+  t.equal(stem('bus'), 'bus')
+})
+
+const docs: Record<number, string> = {
+  1: 'The Norman conquest of England began in 1066 under William.',
+  2: 'Normandy is a region in northern France.',
+  3: 'Photosynthesis converts light into chemical energy in plants.',
+  4: 'William the Conqueror was crowned king of England.',
+}
+
+function build(): Bm25Index {
+  const idx = new Bm25Index({ maxDocs: 100 })
+  for (const [label, text] of Object.entries(docs)) idx.add(Number(label), analyze(text))
+  return idx
+}
+
+t.test('ranks the documents that share rare query terms first', async (t) => {
+  const idx = build()
+  const hits = idx.search(analyze('When did the Normans conquer England?'), 10)
+  t.equal(hits[0]?.label, 1)
+  t.notOk(hits.some((h) => h.label === 3), 'a document sharing no term is not returned')
+  t.ok(hits.every((h, i) => i === 0 || (hits[i - 1]?.score ?? 0) >= h.score), 'best first')
+  t.same(idx.search(analyze('photosynthesis'), 1).map((h) => h.label), [3])
+  t.same(idx.search(analyze('the of and'), 5), [], 'stopword-only query finds nothing')
+  t.same(idx.search(analyze('zzz'), 5), [])
+})
+
+t.test('removed documents are never returned; re-adding replaces', async (t) => {
+  const idx = build()
+  t.equal(idx.remove(1), true)
+  t.equal(idx.remove(1), false)
+  t.equal(idx.size, 3)
+  t.notOk(idx.search(analyze('Norman conquest 1066'), 10).some((h) => h.label === 1))
+  idx.add(4, analyze('Completely different text about gardening.'))
+  t.equal(idx.size, 3)
+  t.same(idx.search(analyze('gardening'), 5).map((h) => h.label), [4])
+  t.notOk(idx.search(analyze('crowned king'), 5).some((h) => h.label === 4), 'old text of label 4 is gone')
+})
+
+t.test('compaction after many removals keeps results identical', async (t) => {
+  const idx = new Bm25Index({ maxDocs: 10_000 })
+  for (let i = 0; i < 3000; i++) idx.add(i, analyze(`item ${i} colour ${i % 10 === 0 ? 'crimson' : 'blue'} shape ${i % 3}`))
+  const before = idx.search(analyze('crimson'), 1000).filter((h) => h.label >= 2500)
+  for (let i = 0; i < 2500; i++) idx.remove(i) // crosses the compaction threshold
+  t.equal(idx.size, 500)
+  const after = idx.search(analyze('crimson'), 1000)
+  t.same(after.map((h) => h.label).sort((a, b) => a - b), before.map((h) => h.label).sort((a, b) => a - b))
+  t.ok(after.every((h) => h.label >= 2500))
+  idx.add(99_999, analyze('crimson crimson'))
+  t.equal(idx.search(analyze('crimson'), 1)[0]?.label, 99_999, 'adds still work after compaction')
+})
+
+t.test('the document bound is enforced', async (t) => {
+  const idx = new Bm25Index({ maxDocs: 2 })
+  idx.add(1, ['a'])
+  idx.add(2, ['b'])
+  t.throws(() => idx.add(3, ['c']), RangeError)
+  idx.remove(1)
+  idx.add(3, ['c'])
+  t.equal(idx.size, 2)
+})
+
+t.test('reciprocal rank fusion rewards agreement and honours k and weights', async (t) => {
+  const a = [{ label: 1, score: 9 }, { label: 2, score: 5 }, { label: 3, score: 1 }]
+  const b = [{ label: 2, score: 0.9 }, { label: 3, score: 0.8 }]
+  const fused = reciprocalRankFusion([a, b], { k: 60 })
+  t.same(fused.map((h) => h.label), [2, 3, 1], 'in both lists beats first in one')
+  t.equal(fused[0]?.score, 1 / 62 + 1 / 61)
+  const weighted = reciprocalRankFusion([a, b], { k: 0, weights: [1, 0.1] })
+  t.equal(weighted[0]?.label, 1, 'a down-weighted ranking counts less')
+  t.throws(() => reciprocalRankFusion([a], { k: -1 }), RangeError)
+})

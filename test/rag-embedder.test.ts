@@ -1,0 +1,114 @@
+/**
+ * Embedders: the local one (deterministic, unit length, similar texts closer) and the OpenAI-compatible one against
+ * a real HTTP server on 127.0.0.1 (request shape, batching, normalisation, every failure mapped to a gateway error).
+ */
+import { once } from 'node:events'
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import t from 'tap'
+import { LocalEmbedder, OpenAICompatibleEmbedder } from '../src/rag/embedder.js'
+
+const dot = (a: Float32Array, b: Float32Array): number => a.reduce((s, x, i) => s + x * (b[i] as number), 0)
+
+t.test('local embedder: deterministic unit vectors; related texts are closer', async (t) => {
+  const e = new LocalEmbedder()
+  t.equal(e.id, `local:hash-v1:${e.dimension}`)
+  const [a, b, c, a2] = await e.embed([
+    'The Normans conquered England in 1066.',
+    'When did the Norman conquest of England happen?',
+    'Photosynthesis turns sunlight into sugar in plant leaves.',
+    'The Normans conquered England in 1066.',
+  ])
+  t.same(a, a2, 'same text, same vector')
+  t.ok(Math.abs(dot(a!, a!) - 1) < 1e-5, 'unit length')
+  t.ok(dot(a!, b!) > dot(a!, c!) + 0.1, `related ${dot(a!, b!).toFixed(2)} > unrelated ${dot(a!, c!).toFixed(2)}`)
+  const [empty] = await e.embed([''])
+  t.ok(empty!.every((x) => x === 0), 'no terms → zero vector, not NaN')
+  t.equal(new LocalEmbedder({ dimension: 512 }).id, 'local:hash-v1:512')
+  t.throws(() => new LocalEmbedder({ dimension: 300 }), RangeError)
+})
+
+interface Seen {
+  body: { model: string; input: string[] }
+  auth: string | undefined
+}
+
+async function server(t: Tap.Test, handle: (req: IncomingMessage, body: string, res: ServerResponse) => void) {
+  const seen: Seen[] = []
+  const srv = createServer((req, res) => {
+    let body = ''
+    req.on('data', (c: Buffer) => (body += c.toString()))
+    req.on('end', () => {
+      try {
+        seen.push({ body: JSON.parse(body) as Seen['body'], auth: req.headers.authorization })
+      } catch {
+        // Not JSON: the test inspects `seen` only for well-formed requests.
+      }
+      handle(req, body, res)
+    })
+  })
+  srv.listen(0, '127.0.0.1')
+  await once(srv, 'listening')
+  t.teardown(() => {
+    srv.closeAllConnections()
+    srv.close()
+  })
+  return { url: `http://127.0.0.1:${(srv.address() as AddressInfo).port}/v1`, seen }
+}
+
+const answer = (res: ServerResponse, status: number, body: unknown): void => {
+  res.writeHead(status, { 'content-type': 'application/json' })
+  res.end(typeof body === 'string' ? body : JSON.stringify(body))
+}
+
+t.test('openai-compatible: POST /embeddings in batches, reordered by index, normalised', async (t) => {
+  const { url, seen } = await server(t, (req, body, res) => {
+    t.equal(req.url, '/v1/embeddings')
+    t.equal(req.method, 'POST')
+    const input = (JSON.parse(body) as { input: string[] }).input
+    // Answer out of order with unnormalised vectors: [len, 1, 0].
+    const data = input.map((s, index) => ({ object: 'embedding', index, embedding: [s.length, 1, 0] })).reverse()
+    answer(res, 200, { object: 'list', data, model: 'm' })
+  })
+  const e = new OpenAICompatibleEmbedder({ baseUrl: `${url}/`, model: 'text-embedding-3-small', apiKey: 'sk-test', batchSize: 2 })
+  t.equal(e.id, 'openai-compatible:text-embedding-3-small')
+  t.equal(e.dimension, 0, 'unknown until the first answer')
+  const out = await e.embed(['a', 'bbb', 'cc'])
+  t.equal(e.dimension, 3)
+  t.same(seen.map((s) => s.body.input), [['a', 'bbb'], ['cc']], 'two batches')
+  t.equal(seen[0]?.body.model, 'text-embedding-3-small')
+  t.equal(seen[0]?.auth, 'Bearer sk-test')
+  t.equal(out.length, 3)
+  t.ok(Math.abs((out[1]![0] as number) - 3 / Math.sqrt(10)) < 1e-6, 'second input, normalised')
+  for (const v of out) t.ok(Math.abs(dot(v, v) - 1) < 1e-6)
+})
+
+t.test('openai-compatible: failures become 502/504 gateway errors with the reason', async (t) => {
+  let mode = ''
+  const { url } = await server(t, (_req, _body, res) => {
+    if (mode === 'status') answer(res, 401, { error: { message: 'Invalid API key' } })
+    else if (mode === 'html') answer(res, 200, '<html>oops</html>')
+    else if (mode === 'count') answer(res, 200, { data: [{ index: 0, embedding: [1, 2] }] })
+    else if (mode === 'nan') answer(res, 200, { data: [{ index: 0, embedding: [1, 'x'] }, { index: 1, embedding: [1, 2] }] })
+    else if (mode === 'dims') answer(res, 200, { data: [{ index: 0, embedding: [1, 2] }, { index: 1, embedding: [1, 2, 3] }] })
+    else if (mode === 'slow') setTimeout(() => answer(res, 200, { data: [] }), 2000).unref()
+  })
+  const e = (timeout = 5000) => new OpenAICompatibleEmbedder({ baseUrl: url, model: 'm', timeout })
+  const cases: Array<[string, string, RegExp]> = [
+    ['status', 'upstream_invalid_response', /401: Invalid API key/],
+    ['html', 'upstream_invalid_response', /not JSON/],
+    ['count', 'upstream_invalid_response', /1 vectors for 2 inputs/],
+    ['nan', 'upstream_invalid_response', /not a list of numbers/],
+    ['dims', 'upstream_invalid_response', /3 dimensions, expected 2/],
+  ]
+  for (const [m, code, message] of cases) {
+    mode = m
+    await t.rejects(e().embed(['a', 'b']), { code, status: 502, message }, m)
+  }
+  mode = 'slow'
+  await t.rejects(e(100).embed(['a']), { code: 'upstream_timeout', status: 504 }, 'timeout')
+  const closed = new OpenAICompatibleEmbedder({ baseUrl: 'http://127.0.0.1:1/v1', model: 'm' })
+  await t.rejects(closed.embed(['a']), { code: 'upstream_unreachable', status: 502 }, 'connection refused')
+  t.throws(() => new OpenAICompatibleEmbedder({ baseUrl: 'ftp://x', model: 'm' }), TypeError)
+  t.throws(() => new OpenAICompatibleEmbedder({ baseUrl: url, model: '' }), TypeError)
+})
