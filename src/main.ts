@@ -107,7 +107,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     ragMaxTokens: config.ragMaxTokens,
     ragTopK: config.ragTopK,
   })
-  metrics.setCollectors({ corrections: () => counter.corrections() })
+  metrics.setCollectors({ corrections: () => counter.corrections(), sizes: () => store.sizes() })
 
   const s = sessionRoutes(sessions, { maxSessionIdLength: config.maxSessionIdLength })
   const f = fileRoutes(knowledge, { maxFileBytes: config.maxFileBytes, maxBodyBytes: config.maxBodyBytes, ragTopK: config.ragTopK })

@@ -7,7 +7,7 @@ import { GatewayError } from '../src/errors.js'
 import { detectFormat, extract, type ExtractedText } from '../src/rag/extract.js'
 
 /** A minimal valid PDF 1.4: one page per entry, each line drawn with Helvetica; '' leaves a blank line. */
-export function makePdf(pages: string[][]): Buffer {
+function makePdf(pages: string[][]): Buffer {
   const objs: string[] = ['<< /Type /Catalog /Pages 2 0 R >>', '']
   const kids: string[] = []
   const font = 3

@@ -121,6 +121,8 @@ export class FileRepo {
     const dimension = vectors[0]?.length ?? 0
     const store = this.#store
     return store.transaction(() => {
+      // Ids are random; a repeat (only possible with an injected random source) must not overwrite a file.
+      if (store.files.get([tenant, file.id]) !== undefined) throw new Error(`insertFile: ${file.id} already exists`)
       const before = this.indexMeta(namespace)
       opts.check(before, chunks.length)
       const empty = before === undefined || before.count === 0
