@@ -254,8 +254,3 @@ export async function startFromEnv(): Promise<Gateway> {
   process.once('SIGINT', () => stop('SIGINT'))
   return gateway
 }
-
-/** Config for CLI commands that only need DATA_DIR and friends (keys). */
-export function configFromEnv(): Config {
-  return loadConfig(envWithDotenv(process.env, process.cwd()))
-}

@@ -1,0 +1,117 @@
+/**
+ * The `recallgate` command's dispatcher and the `keys` command. Each other subcommand lives in its own module.
+ */
+import { PLANS, type Plan } from '../types.js'
+import { parseArgs, reportUsage, UsageError, type CommandIo } from './args.js'
+
+const HELP = `Usage: recallgate <command> [options]
+
+Commands:
+  serve                         run the gateway (what \`npm start\` runs); configured by environment variables
+  keys create [--plan PLAN]     create a service key (printed once; only its hash is stored)
+  keys list                     list keys (id, plan, created, revoked)
+  keys revoke <key-id>          revoke a key by its id (key_…)
+  ingest <path…>                upload files or folders to a running gateway's knowledge base
+  sessions export <id>          write a session as JSON
+  mock-upstream                 run the mock OpenRouter provider (for demos and load tests)
+
+Run \`recallgate <command> --help\` for a command's options.
+`
+
+const KEYS_HELP = `Usage: recallgate keys create [--plan free|pro|premium|enterprise|unlimited] [--label TEXT]
+       recallgate keys list
+       recallgate keys revoke <key-id>
+
+Manages the service keys stored in DATA_DIR (only SHA-256 hashes are stored). Works while the gateway runs:
+the gateway reads keys from the store on every request.
+`
+
+async function keys(argv: string[], io: CommandIo): Promise<number> {
+  const args = parseArgs(argv, { plan: { type: 'string' }, label: { type: 'string' }, json: { type: 'boolean' } })
+  if (args.help) {
+    io.stdout.write(KEYS_HELP)
+    return 0
+  }
+  const [sub, ...rest] = args.positionals
+  const { envWithDotenv, loadConfig } = await import('../config.js')
+  const { openStore } = await import('../storage/store.js')
+  const { KeyRepo } = await import('../storage/key-repo.js')
+  const config = loadConfig(envWithDotenv(io.env, process.cwd()))
+  const store = openStore({ dir: config.dataDir })
+  const repo = new KeyRepo(store, { now: Date.now })
+  try {
+    switch (sub) {
+      case 'create': {
+        const plan = args.flags.plan ?? 'pro'
+        if (!(PLANS as readonly string[]).includes(plan)) throw new UsageError(`--plan must be one of ${PLANS.join(', ')}`)
+        const { key, record } = await repo.create(plan as Plan, args.flags.label)
+        io.stdout.write(`${key}\n`)
+        io.stderr.write(`created ${record.id} (plan ${record.plan}); the key is shown only this once\n`)
+        return 0
+      }
+      case 'list': {
+        const rows = repo.list()
+        if (args.flags.json) {
+          io.stdout.write(`${JSON.stringify(rows.map(({ hash: _hash, ...r }) => r), null, 2)}\n`)
+          return 0
+        }
+        for (const r of rows) {
+          const state = r.revokedAt === undefined ? 'active' : `revoked ${new Date(r.revokedAt).toISOString()}`
+          io.stdout.write(`${r.id}\t${r.plan}\t${new Date(r.createdAt).toISOString()}\t${state}${r.label ? `\t${r.label}` : ''}\n`)
+        }
+        if (rows.length === 0) io.stderr.write('no stored keys\n')
+        return 0
+      }
+      case 'revoke': {
+        const id = rest[0]
+        if (id === undefined) throw new UsageError('keys revoke needs a key id (see `recallgate keys list`)')
+        if (!(await repo.revoke(id))) {
+          io.stderr.write(`no active key with id ${id}\n`)
+          return 1
+        }
+        io.stdout.write(`revoked ${id}\n`)
+        return 0
+      }
+      default:
+        throw new UsageError(sub === undefined ? 'keys needs a subcommand' : `unknown keys subcommand "${sub}"`)
+    }
+  } finally {
+    await store.close()
+  }
+}
+
+export async function main(argv: string[], io: CommandIo): Promise<number> {
+  const [command, ...rest] = argv
+  try {
+    switch (command) {
+      case 'serve': {
+        const { startFromEnv } = await import('../main.js')
+        await startFromEnv()
+        return -1 // keeps running
+      }
+      case 'keys':
+        return await keys(rest, io)
+      case 'ingest':
+        return await (await import('./ingest.js')).run(rest, io)
+      case 'sessions': {
+        if (rest[0] !== 'export') throw new UsageError('usage: recallgate sessions export <id>')
+        return await (await import('./sessions-export.js')).run(rest.slice(1), io)
+      }
+      case 'mock-upstream':
+        return await (await import('./mock-upstream.js')).run(rest, io)
+      case undefined:
+      case '--help':
+      case '-h':
+      case 'help':
+        io.stdout.write(HELP)
+        return command === undefined ? 2 : 0
+      default:
+        throw new UsageError(`unknown command "${command}"`)
+    }
+  } catch (err) {
+    if (err instanceof UsageError) return reportUsage(io, err, HELP)
+    io.stderr.write(`recallgate: ${(err as Error).message}\n`)
+    return 1
+  }
+}
+
