@@ -16,6 +16,7 @@ import { LRUCache } from 'lru-cache'
 import * as cl100k from 'gpt-tokenizer/encoding/cl100k_base'
 import * as o200k from 'gpt-tokenizer/encoding/o200k_base'
 import type { ChatMessage, Role, Tokens } from '../types.js'
+import { boundedCount } from './bounded-count.js'
 
 export type EncodingName = 'o200k_base' | 'cl100k_base'
 
@@ -47,7 +48,7 @@ function scheme(encoding: EncodingName, api: EncodingApi, referenceModel: Scheme
   const framing = {} as Record<Role, Tokens>
   for (const role of ROLES)
     framing[role] = api.encodeChat([{ role, content: '' }], referenceModel, AS_TEXT).length - overhead
-  return { encoding, referenceModel, count: (text) => api.countTokens(text, AS_TEXT), framing, overhead }
+  return { encoding, referenceModel, count: (text) => boundedCount(text, (t) => api.countTokens(t, AS_TEXT)), framing, overhead }
 }
 
 // gpt-4o / gpt-4 format: <|im_start|>role<|im_sep|>content<|im_end|>; gpt-3.5 uses newlines instead of <|im_sep|> and
