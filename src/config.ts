@@ -198,6 +198,12 @@ export function loadConfig(env: Env): Config {
   const recall = get('RECALL')
   if (recall !== 'on' && recall !== 'off') throw new ConfigError('RECALL', `must be "on" or "off", got "${recall}"`)
 
+  const requestTimeout = int('REQUEST_TIMEOUT_MS', 100)
+  const headersTimeout = int('HEADERS_TIMEOUT_MS', 100)
+  // node:http refuses (throws at startup) a headers timeout longer than the whole-request timeout.
+  if (headersTimeout > requestTimeout)
+    throw new ConfigError('HEADERS_TIMEOUT_MS', `must not exceed REQUEST_TIMEOUT_MS (${requestTimeout}), got ${headersTimeout}`)
+
   const chunkTokens = int('CHUNK_TOKENS', 16, 8192)
   const chunkOverlap = int('CHUNK_OVERLAP', 0, 4096)
   if (chunkOverlap >= chunkTokens)
@@ -220,8 +226,8 @@ export function loadConfig(env: Env): Config {
     maxMessages: int('MAX_MESSAGES', 1),
     maxSessionIdLength: int('MAX_SESSION_ID_LENGTH', 1, 512),
     maxChunksPerFile: int('MAX_CHUNKS_PER_FILE', 1),
-    requestTimeout: int('REQUEST_TIMEOUT_MS', 100),
-    headersTimeout: int('HEADERS_TIMEOUT_MS', 100),
+    requestTimeout,
+    headersTimeout,
     upstreamConnectTimeout: int('UPSTREAM_CONNECT_TIMEOUT_MS', 10),
     upstreamHeadersTimeout: int('UPSTREAM_HEADERS_TIMEOUT_MS', 10),
     upstreamBodyTimeout: int('UPSTREAM_BODY_TIMEOUT_MS', 10),

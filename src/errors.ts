@@ -83,11 +83,15 @@ export const ERROR_CODES = {
     message: 'Missing provider API key: send `Authorization: Bearer <key>`',
   },
   not_found: { status: 404, type: 'not_found_error', message: 'Not found' },
+  malformed_request: { status: 400, type: 'invalid_request_error', message: 'The request is not valid HTTP/1.1' },
   method_not_allowed: { status: 405, type: 'invalid_request_error', message: 'Method not allowed' },
-  request_timeout: { status: 408, type: 'invalid_request_error', message: 'The request body was not received in time' },
+  request_timeout: { status: 408, type: 'invalid_request_error', message: 'The request was not received in time' },
   payload_too_large: { status: 413, type: 'invalid_request_error', message: 'Request body too large' },
   unsupported_media_type: { status: 415, type: 'invalid_request_error', message: 'Unsupported content type' },
   rate_limit_exceeded: { status: 429, type: 'rate_limit_error', message: 'Rate limit exceeded' },
+  headers_too_large: { status: 431, type: 'invalid_request_error', message: 'Request headers too large' },
+  // nginx's convention for a client that left before its response: only ever seen in logs and metrics.
+  client_closed_request: { status: 499, type: 'invalid_request_error', message: 'The client closed the request' },
   internal_error: { status: 500, type: 'api_error', message: 'Internal server error' },
   upstream_unreachable: { status: 502, type: 'upstream_error', message: 'The upstream provider could not be reached' },
   upstream_invalid_response: {

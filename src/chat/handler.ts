@@ -70,7 +70,7 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
     const ok = upstream.status >= 200 && upstream.status < 300
     const contentType = String(upstream.headers['content-type'] ?? '')
     if (!ok) {
-      const text = await readUpstreamBody(upstream.body, o.limits.maxUpstreamBodyBytes)
+      const text = withoutSecret(await readUpstreamBody(upstream.body, o.limits.maxUpstreamBodyBytes), authorization)
       const ra = upstream.headers['retry-after']
       throw upstreamHttpError(upstream.status, text, typeof ra === 'string' ? ra : undefined)
     }
@@ -113,15 +113,26 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
     }
     if (completion.error !== undefined && completion.choices === undefined) {
       // OpenRouter can answer 200 with an error body (e.g. a provider failure after routing).
-      throw upstreamHttpError(502, text)
+      throw upstreamHttpError(502, withoutSecret(text, authorization))
     }
     const usage = completion.usage as Usage | undefined
     o.planner.observeUsage(req.model, prepared.countedTokens, usage)
     annotateUsage(ctx.annotations, usage)
+    // A client that left before its reply arrived did not complete the exchange: nothing is saved.
+    if (ctx.signal.aborted) throw gatewayError('client_closed_request')
     if (shouldSave) await o.planner.save(tenant, req, replyText(completion))
-    if (ctx.signal.aborted) return
+    if (ctx.signal.aborted) throw gatewayError('client_closed_request')
     sendJson(ctx.res, 200, { ...completion, _metadata: prepared.metadata })
   }
+}
+
+/**
+ * Some providers quote the API key they were given in their error message ("Incorrect API key provided: sk-…"). Error
+ * messages reach the logs (5xx) and the error registry, so the caller's key is cut out of the upstream's body first.
+ */
+function withoutSecret(text: string, authorization: string): string {
+  const token = authorization.replace(/^\s*bearer\s+/i, '').trim()
+  return token.length >= 8 ? text.split(token).join('[redacted]') : text
 }
 
 function replyText(completion: Record<string, unknown>): string {

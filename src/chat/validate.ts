@@ -70,6 +70,8 @@ export function validateChat(body: Record<string, unknown>, limits: ValidationLi
       throw invalidParam('sessionId', `sessionId must be at most ${limits.maxSessionIdLength} characters`)
     }
     if (hasLoneSurrogate(sessionIdRaw)) throw invalidParam('sessionId', 'sessionId must be valid Unicode')
+    // URL parsers resolve `.` and `..` path segments (even percent-encoded), so such a session could never be read.
+    if (sessionIdRaw === '.' || sessionIdRaw === '..') throw invalidParam('sessionId', 'sessionId must not be "." or ".."')
     sessionId = sessionIdRaw
   }
   const ragQueryRaw = body.ragQuery
@@ -85,9 +87,11 @@ export function validateChat(body: Record<string, unknown>, limits: ValidationLi
   }
   const includeUsage = (streamOptions as { include_usage?: unknown } | null | undefined)?.include_usage === true
 
-  const passthrough: Record<string, unknown> = {}
-  for (const [k, v] of Object.entries(body)) passthrough[k] = v
-  for (const k of EXTENSIONS) delete passthrough[k]
+  // fromEntries defines own properties: assigning `passthrough[k] = v` would make a `__proto__` field the object's
+  // prototype instead of a field (dropped from the upstream body, and its keys readable through the prototype chain).
+  const passthrough: Record<string, unknown> = Object.fromEntries(
+    Object.entries(body).filter(([k]) => !(EXTENSIONS as readonly string[]).includes(k)),
+  )
 
   return { model, messages, stream, maxTokens, sessionId, saveToMemory, useRAG, ragQuery, includeUsage, passthrough }
 }

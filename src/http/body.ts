@@ -6,6 +6,13 @@ import type { IncomingMessage } from 'node:http'
 import { gatewayError } from '../errors.js'
 import type { Bytes } from '../types.js'
 
+/**
+ * How deeply JSON we accept may nest. JSON.parse copes with any depth, but everything after it that recurses
+ * (JSON.stringify of the upstream body, msgpack, the JSON extractor) overflows the stack somewhere past ~5,000 levels
+ * and would answer 500. 128 leaves room for deeply nested tool and response-format schemas.
+ */
+export const MAX_JSON_DEPTH = 128
+
 export async function readBody(req: IncomingMessage, limit: Bytes): Promise<Buffer> {
   const declared = req.headers['content-length']
   if (declared !== undefined && Number(declared) > limit) {
@@ -13,13 +20,20 @@ export async function readBody(req: IncomingMessage, limit: Bytes): Promise<Buff
   }
   const parts: Buffer[] = []
   let size = 0
-  for await (const chunk of req) {
-    const buf = chunk as Buffer
-    size += buf.length
-    if (size > limit) {
-      throw gatewayError('payload_too_large', { message: `Request body exceeds ${limit} bytes` })
+  try {
+    for await (const chunk of req) {
+      const buf = chunk as Buffer
+      size += buf.length
+      if (size > limit) {
+        throw gatewayError('payload_too_large', { message: `Request body exceeds ${limit} bytes` })
+      }
+      parts.push(buf)
     }
-    parts.push(buf)
+  } catch (err) {
+    if (err instanceof Error && err.name === 'GatewayError') throw err
+    // The stream only fails when the connection went away mid-body: the client left, or the server's request timeout
+    // cut it off (node has then already answered 408 on the socket). Either way it is not our fault.
+    throw gatewayError('client_closed_request', { message: 'The connection closed before the request body was complete', cause: err })
   }
   return parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts, size)
 }
@@ -40,16 +54,41 @@ export function requireJson(req: IncomingMessage): void {
   }
 }
 
+/**
+ * True when the JSON text nests arrays/objects deeper than `max`. A byte scan (quotes, backslashes and brackets are
+ * ASCII, so they never occur inside a multi-byte UTF-8 sequence); brackets inside strings do not count.
+ */
+export function nestsDeeperThan(raw: Buffer, max: number): boolean {
+  let depth = 0
+  let inString = false
+  for (let i = 0; i < raw.length; i++) {
+    const c = raw[i]
+    if (inString) {
+      if (c === 0x5c) i++ // backslash: skip the escaped byte
+      else if (c === 0x22) inString = false
+    } else if (c === 0x22) inString = true
+    else if (c === 0x5b || c === 0x7b) {
+      if (++depth > max) return true
+    } else if (c === 0x5d || c === 0x7d) depth--
+  }
+  return false
+}
+
+/** Parse JSON text under the nesting limit; a failure is a GatewayError from `fail`. */
+export function parseBoundedJson(raw: Buffer, fail: (message: string) => Error): unknown {
+  if (nestsDeeperThan(raw, MAX_JSON_DEPTH)) throw fail(`nested deeper than ${MAX_JSON_DEPTH} levels`)
+  try {
+    return JSON.parse(raw.toString('utf8'))
+  } catch (err) {
+    throw fail(`not valid JSON: ${(err as Error).message}`)
+  }
+}
+
 /** Read and parse a JSON object body. Anything but a JSON object is a 400 naming the body. */
 export async function readJsonObject(req: IncomingMessage, limit: Bytes): Promise<Record<string, unknown>> {
   requireJson(req)
   const raw = await readBody(req, limit)
-  let value: unknown
-  try {
-    value = JSON.parse(raw.toString('utf8'))
-  } catch (err) {
-    throw gatewayError('invalid_json', { message: `Request body is not valid JSON: ${(err as Error).message}` })
-  }
+  const value = parseBoundedJson(raw, (problem) => gatewayError('invalid_json', { message: `Request body is ${problem}` }))
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw gatewayError('invalid_json', { message: 'Request body must be a JSON object' })
   }

@@ -4,10 +4,11 @@
  * AbortSignal that fires when the client goes away, so work they started upstream is cancelled at once.
  */
 import { randomUUID } from 'node:crypto'
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import type { Duplex } from 'node:stream'
 import type { Authenticator } from '../auth/authenticator.js'
 import type { RateLimiter } from '../auth/rate-limiter.js'
-import { asGatewayError, gatewayError, type GatewayError } from '../errors.js'
+import { asGatewayError, gatewayError, toWire, type GatewayError } from '../errors.js'
 import type { Clock, Ms, Tenant } from '../types.js'
 import { sendError } from './respond.js'
 import { Router } from './router.js'
@@ -72,11 +73,17 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
   for (const r of opts.routes) router.add(r.method, r.path, r)
   let inFlight = 0
   let draining = false
+  /** Sockets node cut off for taking longer than requestTimeout while a handler was reading their body. */
+  const timedOut = new WeakSet<Duplex>()
 
   const server = createServer(
     {
       headersTimeout: opts.headersTimeout,
       requestTimeout: opts.requestTimeout,
+      // node only looks for expired headers/request timers every `connectionsCheckingInterval` (default 30 s), so a
+      // 10 s headers timeout could take 40 s to fire; checking at a quarter of the shortest timeout (at most once a
+      // second, at least every 50 ms) keeps a slow client's socket from outliving its timeout by much.
+      connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(Math.min(opts.headersTimeout, opts.requestTimeout) / 4))),
       maxHeaderSize: opts.maxHeaderBytes,
       // Each SSE event must leave as soon as it is written: no Nagle batching.
       noDelay: true,
@@ -88,6 +95,55 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
       void handle(req, res)
     },
   )
+
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
+    // What node's default handler does, in our error shape and with a request id: answer only when no response of
+    // an in-flight request has started on this socket (anything else would corrupt it), then close.
+    const inFlightRes = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage
+    if (err.code === 'ECONNRESET' || !socket.writable || (inFlightRes && inFlightRes.headersSent)) {
+      socket.destroy()
+      return
+    }
+    if (inFlightRes && err.code !== 'ERR_HTTP_REQUEST_TIMEOUT') {
+      // The connection ended in the middle of a request's body (the client left): nobody is left to answer, and the
+      // handler reading that body records it as client_closed_request.
+      socket.destroy()
+      return
+    }
+    const failure =
+      err.code === 'HPE_HEADER_OVERFLOW'
+        ? gatewayError('headers_too_large', { message: `Request headers exceed ${opts.maxHeaderBytes} bytes` })
+        : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+          ? gatewayError('request_timeout')
+          : gatewayError('malformed_request', { cause: err })
+    // A request whose body was cut off keeps the id its handler logs it under.
+    const inFlightId = inFlightRes?.getHeader('x-request-id')
+    const requestId = typeof inFlightId === 'string' ? inFlightId : `req_${randomUUID()}`
+    const body = JSON.stringify(toWire(failure))
+    // write + destroy, as node does: a small write leaves at once, and destroy frees the socket without waiting for
+    // a client that may never read.
+    socket.write(
+      `HTTP/1.1 ${failure.status} ${STATUS_CODES[failure.status] ?? 'Error'}\r\n` +
+        `content-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
+        `x-request-id: ${requestId}\r\nconnection: close\r\n\r\n${body}`,
+    )
+    socket.destroy()
+    if (inFlightRes) {
+      // The handler still reading this request's body records it as a timeout; its own answer goes nowhere.
+      timedOut.add(socket)
+      return
+    }
+    opts.onRequestDone?.({
+      requestId,
+      method: '-',
+      route: 'unparsed',
+      status: failure.status,
+      tenant: undefined,
+      durationMs: 0,
+      error: failure,
+      annotations: {},
+    })
+  })
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const started = opts.clock()
@@ -146,6 +202,11 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
       await def.handler(ctx)
     } catch (err) {
       failure = asGatewayError(err)
+      if (timedOut.has(req.socket)) failure = gatewayError('request_timeout', { cause: err })
+      else if (ac.signal.aborted && failure.status >= 500) {
+        // The client left first, and what failed was work its departure cancelled (the upstream call): not a fault.
+        failure = gatewayError('client_closed_request', { cause: err })
+      }
       if (!res.headersSent) {
         // The body may be partly unread (e.g. refused for size or auth); close the connection rather than drain an
         // arbitrarily large upload.

@@ -6,7 +6,7 @@
 import busboy from 'busboy'
 import type { IncomingMessage } from 'node:http'
 import { gatewayError, invalidParam } from '../errors.js'
-import { mediaType, readJsonObject } from '../http/body.js'
+import { mediaType, parseBoundedJson, readJsonObject } from '../http/body.js'
 import { sendJson } from '../http/respond.js'
 import type { Handler, RequestContext } from '../http/server.js'
 import type { KnowledgeBase } from '../rag/knowledge-base.js'
@@ -26,13 +26,9 @@ function tenantOf(ctx: RequestContext): Tenant {
 
 function parseMetadata(raw: unknown): Record<string, unknown> | null {
   if (raw === undefined || raw === null || raw === '') return null
-  let value = raw
+  let value: unknown = raw
   if (typeof raw === 'string') {
-    try {
-      value = JSON.parse(raw)
-    } catch {
-      throw invalidParam('metadata', 'metadata must be a JSON object')
-    }
+    value = parseBoundedJson(Buffer.from(raw, 'utf8'), (problem) => invalidParam('metadata', `metadata is ${problem}`))
   }
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw invalidParam('metadata', 'metadata must be a JSON object')
@@ -44,7 +40,18 @@ function parseMetadata(raw: unknown): Record<string, unknown> | null {
 function checkFilename(name: unknown): string {
   if (typeof name !== 'string' || name.trim() === '') throw invalidParam('filename', 'filename must be a non-empty string')
   if (name.length > 255) throw invalidParam('filename', 'filename must be at most 255 characters')
+  // Stored as UTF-8, an unpaired surrogate would come back as U+FFFD: a different name from the one the 201 showed.
+  if (/\p{Surrogate}/u.test(name)) throw invalidParam('filename', 'filename must be valid Unicode')
   return name
+}
+
+/** Longer than any id we issue (`file-` + 24 hex digits), and short enough never to overflow an LMDB key. */
+const MAX_FILE_ID_LENGTH = 128
+
+function fileId(ctx: RequestContext): string {
+  const id = ctx.params.id ?? ''
+  if (id.length > MAX_FILE_ID_LENGTH) throw gatewayError('not_found', { message: 'No file with that id', param: 'id' })
+  return id
 }
 
 export function readMultipart(req: IncomingMessage, maxFileBytes: Bytes, maxBodyBytes: Bytes): Promise<UploadedFile> {
@@ -53,6 +60,8 @@ export function readMultipart(req: IncomingMessage, maxFileBytes: Bytes, maxBody
     try {
       bb = busboy({
         headers: req.headers,
+        // Browsers and fetch's FormData send file names as raw UTF-8; busboy's default (latin1) would garble them.
+        defParamCharset: 'utf8',
         limits: { files: 1, fileSize: maxFileBytes, fields: 8, fieldSize: 64 * 1024, parts: 16 },
       })
     } catch (err) {
@@ -70,6 +79,9 @@ export function readMultipart(req: IncomingMessage, maxFileBytes: Bytes, maxBody
       reject(err)
     }
     bb.on('file', (name, stream, info) => {
+      // A truncated form makes busboy destroy each open file stream with an error; unhandled, that error would crash
+      // the process. The same error also reaches `bb`'s own 'error' handler below, which answers the request.
+      stream.on('error', () => undefined)
       if (name !== 'file' || file !== undefined) {
         stream.resume()
         return
@@ -106,7 +118,7 @@ export function readMultipart(req: IncomingMessage, maxFileBytes: Bytes, maxBody
         reject(err)
       }
     })
-    req.on('aborted', () => fail(gatewayError('invalid_parameter', { param: 'file', message: 'Upload aborted' })))
+    req.on('aborted', () => fail(gatewayError('client_closed_request', { message: 'The upload was aborted' })))
     const declared = Number(req.headers['content-length'] ?? 0)
     if (declared > maxBodyBytes) {
       fail(gatewayError('payload_too_large', { message: `Request body exceeds ${maxBodyBytes} bytes` }))
@@ -149,14 +161,14 @@ export function fileRoutes(kb: KnowledgeBase, opts: { maxFileBytes: Bytes; maxBo
   }
 
   const get: Handler = async (ctx) => {
-    const id = ctx.params.id ?? ''
+    const id = fileId(ctx)
     const rec = kb.get(tenantOf(ctx).id, id)
     if (rec === undefined) throw gatewayError('not_found', { message: `No file with id ${JSON.stringify(id)}`, param: 'id' })
     sendJson(ctx.res, 200, rec)
   }
 
   const del: Handler = async (ctx) => {
-    const id = ctx.params.id ?? ''
+    const id = fileId(ctx)
     if (!(await kb.delete(tenantOf(ctx).id, id))) {
       throw gatewayError('not_found', { message: `No file with id ${JSON.stringify(id)}`, param: 'id' })
     }

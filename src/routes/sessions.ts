@@ -30,6 +30,10 @@ export function sessionRoutes(sessions: SessionRepo, opts: { maxSessionIdLength:
       limit = Number(rawLimit)
     }
     const after = ctx.query.get('after') ?? undefined
+    // `after` is a session id; a longer one cannot name any session (and would not fit an LMDB key).
+    if (after !== undefined && after.length > opts.maxSessionIdLength) {
+      throw invalidParam('after', `after must be a session id of at most ${opts.maxSessionIdLength} characters`)
+    }
     const page = sessions.list(tenant.id, { limit, after })
     sendJson(ctx.res, 200, {
       object: 'list',
