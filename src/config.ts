@@ -76,6 +76,12 @@ export interface Config {
   /** Share of the history budget kept for the newest turns when recall is on (the rest goes to recalled turns). */
   recallRecentShare: number
   recallEnabled: boolean
+  /** Most tokens the block of recalled older turns may take (framing included). */
+  recallMaxTokens: Tokens
+  /** Turns each ranking (BM25, vectors) offers recall per request. */
+  recallTopK: number
+  /** Sessions whose recall indexes stay loaded in memory (least recently used evicted). */
+  recallLoadedSessions: number
 
   embeddings: EmbeddingsMode
   embeddingsBaseUrl: string | undefined
@@ -108,7 +114,7 @@ export const DEFAULTS = {
   UPSTREAM_CONNECT_TIMEOUT_MS: '10000',
   UPSTREAM_HEADERS_TIMEOUT_MS: '120000',
   UPSTREAM_BODY_TIMEOUT_MS: '120000',
-  UPSTREAM_CONNECTIONS: '128',
+  UPSTREAM_CONNECTIONS: '1024',
   MODELS_CACHE_TTL_MS: '300000',
   DEFAULT_CONTEXT_LENGTH: '8192',
   DEFAULT_MAX_TOKENS: '1024',
@@ -122,6 +128,9 @@ export const DEFAULTS = {
   CHUNK_OVERLAP: '30',
   RECALL: 'on',
   RECALL_RECENT_SHARE: '0.5',
+  RECALL_MAX_TOKENS: '4000',
+  RECALL_TOP_K: '40',
+  RECALL_LOADED_SESSIONS: '64',
   EMBEDDINGS: 'local',
   EMBEDDINGS_BASE_URL: '',
   EMBEDDINGS_MODEL: '',
@@ -245,6 +254,9 @@ export function loadConfig(env: Env): Config {
     chunkOverlap,
     recallEnabled: recall === 'on',
     recallRecentShare: share('RECALL_RECENT_SHARE'),
+    recallMaxTokens: int('RECALL_MAX_TOKENS', 0),
+    recallTopK: int('RECALL_TOP_K', 1, 1000),
+    recallLoadedSessions: int('RECALL_LOADED_SESSIONS', 1),
     embeddings,
     embeddingsBaseUrl: embeddings === 'openai-compatible' ? url('EMBEDDINGS_BASE_URL') : undefined,
     embeddingsModel: optional('EMBEDDINGS_MODEL'),

@@ -148,7 +148,21 @@ export function requestLogLevel(status: number): 'info' | 'error' {
   return status >= 500 ? 'error' : 'info'
 }
 
+/**
+ * The request line goes through a child logger without redaction. Redaction walks every configured path, wildcards
+ * included, on every line: profiled at 126 µs of the 157 µs a request line cost, 21% of the gateway's CPU on the plain
+ * relay (bench/relay.ts), and one line per request is the hottest logging there is. It is safe to skip here by
+ * construction, not by hope: `requestLogFields` copies a fixed set of scalar fields (ids, route, status, timings,
+ * token counts), none of which can hold a header or a key. Every other log call keeps the configured redaction.
+ */
+const unredacted = new WeakMap<Logger, Logger>()
+
 /** Write the one line for a finished request. */
 export function logRequest(logger: Logger, i: RequestLogInput): void {
-  logger[requestLogLevel(i.status)](requestLogFields(i), 'request')
+  let plain = unredacted.get(logger)
+  if (plain === undefined) {
+    plain = logger.child({}, { redact: { paths: [] } })
+    unredacted.set(logger, plain)
+  }
+  plain[requestLogLevel(i.status)](requestLogFields(i), 'request')
 }

@@ -15,6 +15,7 @@ import { createLogger, logRequest, type Logger } from './log.js'
 import { createMetrics, type Metrics } from './metrics.js'
 import { LocalEmbedder, OpenAICompatibleEmbedder, type Embedder } from './rag/embedder.js'
 import { KnowledgeBase } from './rag/knowledge-base.js'
+import { SessionRecall, type RecallTuning } from './rag/session-recall.js'
 import { fileRoutes } from './routes/files.js'
 import { healthHandler } from './routes/health.js'
 import { metricsHandler } from './routes/metrics.js'
@@ -36,6 +37,8 @@ export interface GatewayOptions {
   now?: () => number
   /** Called with the one-time bootstrap key line when a first start creates a key. */
   onBootstrapKey?: (key: string) => void
+  /** Recall's ranking internals, for bench/memory-eval.ts to sweep; the defaults are what it measured best. */
+  recallTuning?: Partial<RecallTuning>
 }
 
 export interface Gateway {
@@ -84,16 +87,32 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
 
   const counter = new TokenCounter({ margins: config.tokenMargins })
   const sessions = new SessionRepo(store, { maxMessagesPerSession: config.maxSessionMessages, clock: now, counter })
+  const embedder = createEmbedder(config)
   const knowledge = new KnowledgeBase({
     store,
     dataDir: config.dataDir,
-    embedder: createEmbedder(config),
+    embedder,
     chunkTokens: config.chunkTokens,
     chunkOverlap: config.chunkOverlap,
     maxChunksPerFile: config.maxChunksPerFile,
     clock: now,
   })
   await knowledge.init()
+  // Off means neither indexing nor searching: turns saved meanwhile are not recallable after turning it back on.
+  const recall = config.recallEnabled
+    ? new SessionRecall({
+        store,
+        sessions,
+        embedder,
+        counter,
+        dataDir: config.dataDir,
+        maxTokens: config.recallMaxTokens,
+        maxMessagesPerSession: config.maxSessionMessages,
+        maxLoadedSessions: config.recallLoadedSessions,
+        tuning: { candidates: config.recallTopK, ...opts.recallTuning },
+        onError: (err, what) => logger.warn({ err }, what),
+      })
+    : undefined
 
   const planner = new Planner({
     counter,
@@ -106,6 +125,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     ragBudgetShare: config.ragBudgetShare,
     ragMaxTokens: config.ragMaxTokens,
     ragTopK: config.ragTopK,
+    ...(recall ? { recall: { service: recall, recentShare: config.recallRecentShare } } : {}),
   })
   metrics.setCollectors({ corrections: () => counter.corrections(), sizes: () => store.sizes() })
 
@@ -208,6 +228,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
       http.server.closeAllConnections()
       await closed
       await knowledge.close()
+      await recall?.close()
       await upstream.close()
       await store.close()
       logger.flush()

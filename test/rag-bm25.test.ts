@@ -67,6 +67,21 @@ t.test('compaction after many removals keeps results identical', async (t) => {
   t.equal(idx.search(analyze('crimson'), 1)[0]?.label, 99_999, 'adds still work after compaction')
 })
 
+t.test('proximity: query terms close together outrank the same terms far apart', async (t) => {
+  const filler = Array.from({ length: 20 }, (_, i) => `filler${i}`).join(' ')
+  const near = `harbour crane collapsed ${filler}`
+  const far = `harbour ${filler} crane ${filler.split(' ').reverse().join(' ')} collapsed`
+  for (const proximity of [1, 0]) {
+    const idx = new Bm25Index({ maxDocs: 10, proximity })
+    idx.add(1, analyze(far))
+    idx.add(2, analyze(`${near} ${filler}`)) // same length as `far`
+    idx.add(3, analyze('unrelated text entirely'))
+    const hits = idx.search(analyze('harbour crane collapsed'), 2)
+    if (proximity) t.same(hits.map((h) => h.label), [2, 1], 'adjacent terms first')
+    else t.equal(hits[0]?.score, hits[1]?.score, 'without proximity plain BM25 ties them')
+  }
+})
+
 t.test('the document bound is enforced', async (t) => {
   const idx = new Bm25Index({ maxDocs: 2 })
   idx.add(1, ['a'])

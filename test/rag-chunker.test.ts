@@ -3,6 +3,7 @@
  * sentence overlap, and the per-file chunk cap.
  */
 import t from 'tap'
+import fc from 'fast-check'
 import { chunkText, countO200k } from '../src/rag/chunker.js'
 import { markdownBlocks, paragraphs } from '../src/rag/extract.js'
 
@@ -86,6 +87,26 @@ t.test('text without sentence breaks is cut at words, and unbroken text anywhere
   const blob = 'x'.repeat(20000)
   const b = chunkText({ text: blob, blocks: paragraphs(blob) }, { chunkTokens: 100, overlapTokens: 0, maxChunks: 1000 })
   t.equal(b.map((c) => c.text).join(''), blob, 'nothing lost')
+})
+
+t.test('property: every chunk’s token count equals counting its text, whatever the whitespace and punctuation', async (t) => {
+  const fragment = fc.constantFrom(
+    'word', 'The', 'naïve', 'école', '東京', '42', '3.14', 'don’t', "it's", '"Quoted', 'end."', 'Stop.', 'Why?', 'Wow!',
+    '(aside)', '—', '…', '🙂', '<|endoftext|>', 'x'.repeat(30), ' ', ' ', ' ', '  ', '\t', '\n', '\n\n', '\n \n', ' \n', '.\n',
+  )
+  await fc.assert(
+    fc.asyncProperty(fc.array(fragment, { minLength: 1, maxLength: 400 }), fc.integer({ min: 16, max: 80 }), async (parts, size) => {
+      const text = parts.join('')
+      const chunks = chunkText({ text, blocks: paragraphs(text) }, { chunkTokens: size, overlapTokens: Math.floor(size / 3), maxChunks: 10_000 })
+      for (const c of chunks) {
+        if (c.tokens !== countO200k(c.text)) return false
+        if (c.text !== text.slice(c.start, c.end)) return false
+      }
+      return true
+    }),
+    { numRuns: 300 },
+  )
+  t.pass('300 random documents')
 })
 
 t.test('more chunks than maxChunks → 413', async (t) => {

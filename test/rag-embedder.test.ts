@@ -5,7 +5,7 @@
 import { once } from 'node:events'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { LocalEmbedder, OpenAICompatibleEmbedder } from '../src/rag/embedder.js'
 
 const dot = (a: Float32Array, b: Float32Array): number => a.reduce((s, x, i) => s + x * (b[i] as number), 0)
@@ -33,7 +33,7 @@ interface Seen {
   auth: string | undefined
 }
 
-async function server(t: Tap.Test, handle: (req: IncomingMessage, body: string, res: ServerResponse) => void) {
+async function server(t: Test, handle: (req: IncomingMessage, body: string, res: ServerResponse) => void) {
   const seen: Seen[] = []
   const srv = createServer((req, res) => {
     let body = ''

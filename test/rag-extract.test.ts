@@ -2,7 +2,7 @@
  * Every supported format from small fixtures made here (including a hand-written PDF with a text layer), format
  * detection by content type / extension / bytes, and the 415 / 400 refusals.
  */
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { GatewayError } from '../src/errors.js'
 import { detectFormat, extract, type ExtractedText } from '../src/rag/extract.js'
 
@@ -46,7 +46,7 @@ function blockTexts(x: ExtractedText): Array<[string, string]> {
   return x.blocks.map((b) => [b.kind === 'heading' ? `h${b.level}` : 'p', x.text.slice(b.start, b.end)])
 }
 
-async function rejects(t: Tap.Test, p: Promise<unknown>, code: string, status: number): Promise<void> {
+async function rejects(t: Test, p: Promise<unknown>, code: string, status: number): Promise<void> {
   const err = await p.then(
     () => undefined,
     (e: unknown) => e,

@@ -15,13 +15,17 @@ export interface Proc {
   stats(): Promise<ProcStats>
   lastChatBody(): Promise<Record<string, unknown> | undefined>
   setDefault(b: MockBehaviour): Promise<void>
-  /** Clean exit (writes a CPU profile when started with one). */
+  /** Mock only: responses it is still writing (open streams). */
+  activeResponses(): Promise<number>
+  /** Start V8's CPU profiler in the child. */
+  profileStart(): Promise<void>
+  /** Stop it and write the profile (`.cpuprofile`) into `dir`; resolves to the file, or null if none was running. */
+  profileStop(dir: string): Promise<string | null>
+  /** Clean exit. */
   stop(): Promise<void>
 }
 
 export interface SpawnOptions {
-  /** Write a V8 CPU profile of this process into this directory (node --cpu-prof). */
-  cpuProfDir?: string
   /** Milliseconds to wait for the child to be ready; default 120 s (a large knowledge base loads slowly). */
   readyTimeoutMs?: number
 }
@@ -34,9 +38,8 @@ process.once('exit', () => {
 })
 
 export async function spawnRole(spec: RoleSpec, o: SpawnOptions = {}): Promise<Proc> {
-  const execArgv = o.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${o.cpuProfDir}`] : []
   // stdout (the gateway's JSON request log) goes to /dev/null: written, as in production, but not shown.
-  const child = fork(ROLE_SCRIPT, [], { execArgv, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
+  const child = fork(ROLE_SCRIPT, [], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
   live.add(child)
   child.once('exit', () => live.delete(child))
   const pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>()
@@ -75,6 +78,9 @@ export async function spawnRole(spec: RoleSpec, o: SpawnOptions = {}): Promise<P
     pid,
     stats: () => call<ProcStats>({ cmd: 'stats' }),
     lastChatBody: async () => (await call<Record<string, unknown> | null>({ cmd: 'lastChatBody' })) ?? undefined,
+    profileStart: () => call<void>({ cmd: 'profileStart' }),
+    profileStop: (dir) => call<string | null>({ cmd: 'profileStop', arg: dir } as Omit<Command, 'id'>),
+    activeResponses: () => call<number>({ cmd: 'activeResponses' }),
     setDefault: (b) => call<void>({ cmd: 'setDefault', arg: b } as Omit<Command, 'id'>),
     stop: async () => {
       if (child.exitCode !== null) return

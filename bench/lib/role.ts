@@ -4,6 +4,9 @@
  * time (so the parent can attribute them to the server under test), the mock's last received body, and `stop`
  * (a clean exit, so `--cpu-prof` writes its profile).
  */
+import { writeFileSync } from 'node:fs'
+import { Session } from 'node:inspector'
+import { join } from 'node:path'
 import { loadConfig } from '../../src/config.js'
 import { startGateway } from '../../src/main.js'
 import { startMockUpstream, type MockBehaviour, type MockUpstreamOptions } from '../../src/mock-upstream.js'
@@ -16,7 +19,10 @@ export type RoleSpec =
   | { role: 'floor'; upstreamOrigin: string; connections: number }
   | { role: 'kb-build'; options: KbBuildOptions }
 
-export type Command = { id: number; cmd: 'stats' | 'stop' | 'lastChatBody' } | { id: number; cmd: 'setDefault'; arg: MockBehaviour }
+export type Command =
+  | { id: number; cmd: 'stats' | 'stop' | 'lastChatBody' | 'activeResponses' | 'profileStart' }
+  | { id: number; cmd: 'setDefault'; arg: MockBehaviour }
+  | { id: number; cmd: 'profileStop'; arg: string }
 
 export interface ProcStats {
   rss: number
@@ -28,12 +34,42 @@ function send(msg: unknown): void {
   process.send?.(msg)
 }
 
+/**
+ * V8's sampling CPU profiler (what `node --cpu-prof` runs), started and stopped on command through the inspector so
+ * the profile covers the measured phase only, not startup, module loading or index building.
+ */
+let profiler: Session | undefined
+function post(method: string, params?: object): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    ;(profiler as Session).post(method, params ?? {}, (err: Error | null, result?: unknown) => (err ? reject(err) : resolve(result)))
+  })
+}
+async function profileStart(): Promise<void> {
+  if (profiler !== undefined) return
+  profiler = new Session()
+  profiler.connect()
+  await post('Profiler.enable')
+  // 250 µs: a request costs a few hundred µs of CPU here, so the default 1 ms would see one sample in several requests.
+  await post('Profiler.setSamplingInterval', { interval: 250 })
+  await post('Profiler.start')
+}
+async function profileStop(dir: string): Promise<string | null> {
+  if (profiler === undefined) return null
+  const { profile } = (await post('Profiler.stop')) as { profile: unknown }
+  profiler.disconnect()
+  profiler = undefined
+  const file = join(dir, `gateway-${process.pid}-${Date.now()}.cpuprofile`)
+  writeFileSync(file, JSON.stringify(profile))
+  return file
+}
+
 async function start(spec: RoleSpec): Promise<{ url: string; handle: (c: Command) => unknown; close: () => Promise<void> }> {
   switch (spec.role) {
     case 'mock': {
       const mock = await startMockUpstream(spec.options)
       const handle = (c: Command): unknown => {
         if (c.cmd === 'lastChatBody') return mock.lastChatBody()
+        if (c.cmd === 'activeResponses') return mock.activeResponses()
         if (c.cmd === 'setDefault') return void mock.setDefault(c.arg)
         return undefined
       }
@@ -61,6 +97,14 @@ process.once('message', (spec: RoleSpec) => {
         if (c.cmd === 'stats') {
           const cpu = process.cpuUsage()
           return send({ id: c.id, value: { rss: process.memoryUsage.rss(), cpuUs: cpu.user + cpu.system } satisfies ProcStats })
+        }
+        if (c.cmd === 'profileStart' || c.cmd === 'profileStop') {
+          const p = c.cmd === 'profileStop' ? profileStop(c.arg) : profileStart()
+          p.then(
+            (value) => send({ id: c.id, value: value ?? null }),
+            (err: unknown) => send({ id: c.id, error: String(err) }),
+          )
+          return
         }
         if (c.cmd === 'stop') {
           // Exit whatever close() does: a stuck close must not hang the suite.

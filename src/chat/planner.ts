@@ -6,10 +6,11 @@
 import type { ChatMessage, Tenant, Tokens } from '../types.js'
 import type { TokenCounter } from '../context/tokenizer.js'
 import { pack } from '../context/packer.js'
-import type { SessionRepo } from '../storage/session-repo.js'
+import type { SessionRepo, StoredMessage } from '../storage/session-repo.js'
 import type { ModelCatalog } from '../upstream/model-catalog.js'
 import type { KnowledgeBase, SearchHit } from '../rag/knowledge-base.js'
 import { renderContextMessage } from '../rag/knowledge-base.js'
+import type { RecallCandidates, SessionRecall } from '../rag/session-recall.js'
 import type { ChatPlanner, PreparedChat } from './handler.js'
 import type { Metadata } from './metadata.js'
 import type { Usage } from './relay-stream.js'
@@ -26,6 +27,8 @@ export interface PlannerOptions {
   ragBudgetShare: number
   ragMaxTokens: Tokens
   ragTopK: number
+  /** Long-term recall; absent when RECALL=off. */
+  recall?: { service: SessionRecall; recentShare: number }
 }
 
 /** Leading system messages stay first; everything from the first non-system message on keeps its order. */
@@ -66,6 +69,28 @@ export class Planner implements ChatPlanner {
     if (query !== undefined) hits = await o.knowledge.search(tenant.id, query, o.ragTopK)
 
     const model = req.model
+    // Request messages are counted once here and again by the packer: memoized per message object.
+    const counted = new Map<ChatMessage, Tokens>()
+    const messageTokens = (m: ChatMessage): Tokens => {
+      let n = counted.get(m)
+      if (n === undefined) counted.set(m, (n = o.counter.messageTokens(m, model)))
+      return n
+    }
+    const historyMessageTokens = (m: StoredMessage): Tokens => o.counter.storedMessageTokens(m, model)
+    const ragBudget = Math.min(o.ragMaxTokens, Math.floor(usable * o.ragBudgetShare))
+
+    // Recall searches (async) before packing (sync), and only when the history cannot fit whole: the common case
+    // pays one pass over stored counts.
+    let recalled: RecallCandidates | undefined
+    const recall = o.recall
+    if (recall !== undefined && req.sessionId !== undefined && history.length > 0) {
+      let need = o.counter.chatOverhead(model) + reserve + (hits.length > 0 ? ragBudget : 0)
+      for (const m of req.messages) need += messageTokens(m)
+      for (const m of history) need += historyMessageTokens(m)
+      const recallQuery = retrievalQuery(req)
+      if (need > usable && recallQuery !== undefined) recalled = await recall.service.search(tenant.id, req.sessionId, recallQuery)
+    }
+
     const result = pack({
       window: usable,
       reserve,
@@ -78,17 +103,27 @@ export class Planner implements ChatPlanner {
           ? undefined
           : {
               candidates: hits,
-              budget: Math.min(o.ragMaxTokens, Math.floor(usable * o.ragBudgetShare)),
+              budget: ragBudget,
               render: (selected) => renderContextMessage(selected.map((i) => hits[i] as SearchHit)),
             },
-      messageTokens: (m) => o.counter.messageTokens(m, model),
-      historyMessageTokens: (m) => o.counter.storedMessageTokens(m, model),
+      recall:
+        recall === undefined || recalled === undefined
+          ? undefined
+          : {
+              recentShare: recall.recentShare,
+              select: (ctx) => {
+                const block = recall.service.select(recalled, ctx, model)
+                return block && { message: block.message, messages: block.seqs.length, seqs: block.seqs, tokens: block.tokens }
+              },
+            },
+      messageTokens,
+      historyMessageTokens,
       chatOverhead: o.counter.chatOverhead(model),
     })
 
     const usedHits = result.selectedChunks.map((i) => hits[i] as SearchHit)
     const metadata: Metadata = {
-      memory: { sessionId: req.sessionId ?? null, historyMessages: result.includedHistory, recalledMessages: 0 },
+      memory: { sessionId: req.sessionId ?? null, historyMessages: result.includedHistory, recalledMessages: result.recalledMessages },
       rag: {
         enabled: req.useRAG,
         resultsFound: hits.length,

@@ -27,6 +27,7 @@ Options:
   --message TEXT       the user message (default: a short question)
   --connections N      concurrent connections, 1-10000 (default 32)
   --duration S         seconds of measured load, 1-3600 (default 10)
+  --requests N         stop after N requests instead of after --duration
   --warmup S           seconds of unmeasured load first, 0-600 (default 1)
   --rate R             open loop: start R requests per second instead of a closed loop
   --stream             stream the replies (reports time to first chunk)
@@ -105,7 +106,9 @@ export async function runLoad(dispatcher: Dispatcher, req: LoadRequest, o: LoadO
         if (res.statusCode === 200 && !tail.includes(DONE_MARK)) outcome = 'no [DONE]'
       }
     } catch (err) {
-      outcome = networkError(err).code ?? networkError(err).text
+      // A failed request is an outcome to count and show, not a reason to stop the run.
+      const e = networkError(err)
+      outcome = e.code ?? e.text
     }
     count(outcome)
     if (outcome !== '200') {
@@ -221,6 +224,7 @@ export async function run(argv: string[], io: CommandIo): Promise<number> {
       message: { type: 'string' },
       connections: { type: 'string', short: 'c' },
       duration: { type: 'string', short: 'd' },
+      requests: { type: 'string', short: 'n' },
       warmup: { type: 'string' },
       rate: { type: 'string' },
       stream: { type: 'boolean' },
@@ -241,6 +245,7 @@ export async function run(argv: string[], io: CommandIo): Promise<number> {
     if (!/^[^/\s]+\/\S+$/.test(model)) throw new UsageError(`--model must look like vendor/name, got "${model}"`)
     const connections = intFlag('connections', f.connections, { min: 1, max: 10_000, fallback: 32 })
     o = { connections, durationMs: intFlag('duration', f.duration, { min: 1, max: 3600, fallback: 10 }) * 1000 }
+    if (f.requests !== undefined) o = { connections, requests: intFlag('requests', f.requests, { min: 1, max: 100_000_000, fallback: 1 }) }
     warmupMs = intFlag('warmup', f.warmup, { min: 0, max: 600, fallback: 1 }) * 1000
     if (f.rate !== undefined) {
       const rate = Number(f.rate)
@@ -266,7 +271,7 @@ export async function run(argv: string[], io: CommandIo): Promise<number> {
   // Pipelining 1: the bench measures request latency, not how deep a server's queue behind one socket can get.
   const pool = new Pool(new URL(url).origin, { connections: o.connections, pipelining: 1, keepAliveTimeout: 60_000 })
   try {
-    if (warmupMs > 0) await runLoad(pool, request, { ...o, durationMs: warmupMs, maxSamples: 0 })
+    if (warmupMs > 0) await runLoad(pool, request, { connections: o.connections, durationMs: warmupMs, maxSamples: 0 })
     const r = await runLoad(pool, request, o)
     const seconds = r.elapsedMs / 1000
     if (json) {
@@ -274,7 +279,7 @@ export async function run(argv: string[], io: CommandIo): Promise<number> {
       io.stdout.write(`${JSON.stringify({ ok: r.ok, failed: r.failed, outcomes: r.outcomes, seconds, rps: r.ok / seconds, latencyMs: summarize(r.latencyMs), ttftMs: ttft })}\n`)
     } else {
       const mode = o.rate === undefined ? `${o.connections} connections` : `${o.rate} req/s open loop, ≤ ${o.connections} connections`
-      const title = `recallgate bench: ${mode}, ${seconds.toFixed(0)} s, ${request.stream ? 'stream' : 'non-stream'} → ${url}`
+      const title = `recallgate bench: ${mode}, ${seconds.toFixed(1)} s, ${request.stream ? 'stream' : 'non-stream'} → ${url}`
       io.stdout.write(formatReport(r, { title, seconds }))
     }
     if (r.ok === 0 && r.failed > 0) io.stderr.write(`every request failed (${Object.keys(r.outcomes).join(', ')}): is the gateway at ${url} and the key right?\n`)

@@ -14,6 +14,7 @@ Commands:
   ingest <path…>                upload files or folders to a running gateway's knowledge base
   sessions export <id>          write a session as JSON
   mock-upstream                 run the mock OpenRouter provider (for demos and load tests)
+  bench                         drive load against a running gateway (req/s, latency, time to first token)
 
 Run \`recallgate <command> --help\` for a command's options.
 `
@@ -97,6 +98,8 @@ export async function main(argv: string[], io: CommandIo): Promise<number> {
         if (rest[0] !== 'export') throw new UsageError('usage: recallgate sessions export <id>')
         return await (await import('./sessions-export.js')).run(rest.slice(1), io)
       }
+      case 'bench':
+        return await (await import('./bench.js')).run(rest, io)
       case 'mock-upstream':
         return await (await import('./mock-upstream.js')).run(rest, io)
       case undefined:

@@ -28,9 +28,9 @@ export interface RetrievalInput {
 }
 
 /**
- * Seam for long-term recall (issue 5). Used only when the history does not fit whole: the newest turns get
- * `recentShare` of the history room, and `select` may fill the rest with older turns in one message, placed after the
- * retrieval message. The packer counts that message exactly and leaves it out if it does not fit.
+ * Long-term recall (issue 5). Used only when the history does not fit whole: the newest turns get `recentShare` of
+ * the history room, and `select` may fill the rest with older turns in one message, placed after the retrieval
+ * message. Whatever room the block leaves unused goes back to the newest turns.
  */
 export interface RecallInput {
   /** Share (0–1) of the history room kept for the newest turns. */
@@ -42,7 +42,23 @@ export interface RecallInput {
     recent: ReadonlySet<number>
     /** Seq of the oldest recent message included, if any: recalled turns come from before it. */
     oldestRecentSeq: number | undefined
-  }) => { message: ChatMessage; messages: number } | undefined
+  }) => RecalledBlock | undefined
+}
+
+export interface RecalledBlock {
+  message: ChatMessage
+  /** Older messages it carries. */
+  messages: number
+  /**
+   * Their seqs, ascending. When given, the room the block leaves unused goes back to the newest turns (and `select` is
+   * called once more, with the wider recent window), and `truncated` accounts for them.
+   */
+  seqs?: readonly number[]
+  /**
+   * When given, exactly what `messageTokens(message)` returns: a selector that counted it to fit the room (without
+   * re-tokenizing stored turns, see rag/session-recall.ts) saves counting it twice. Else the packer counts it.
+   */
+  tokens?: Tokens
 }
 
 export interface PackInput {
@@ -80,6 +96,9 @@ export interface PackResult {
   truncated: boolean
 }
 
+/** Re-selections of the recall block after the newest turns take back room it left unused. */
+const RECALL_ROUNDS = 3
+
 export function pack(input: PackInput): PackResult {
   const { window, reserve, messageTokens } = input
   const requestTokens =
@@ -101,24 +120,43 @@ export function pack(input: PackInput): PackResult {
   truncated ||= (chunks?.selected.length ?? 0) < (input.retrieval?.candidates.length ?? 0)
 
   const limit = Math.max(0, Math.floor(input.maxHistoryMessages))
-  let recent = newestFirst(input.history, room, limit, input.historyMessageTokens)
-  let recalled: { message: ChatMessage; messages: number; tokens: Tokens } | undefined
+  const history = input.history
+  let recent = newestFirst(history, room, limit, input.historyMessageTokens)
+  let recalled: (RecalledBlock & { tokens: Tokens }) | undefined
   if (recent.cut) {
     truncated = true
     if (input.recall !== undefined) {
       const share = Math.min(1, Math.max(0, input.recall.recentShare))
-      const split = newestFirst(input.history, Math.floor(room * share), limit, input.historyMessageTokens)
-      recalled = selectRecall(input.recall, input.history, split, room - split.tokens, messageTokens)
+      const split = newestFirst(history, Math.floor(room * share), limit, input.historyMessageTokens)
+      recalled = selectRecall(input.recall, history, split, room - split.tokens, messageTokens)
       // Nothing recalled: the newest turns keep the whole room rather than leave it empty.
       if (recalled !== undefined) recent = split
+      if (recalled?.seqs !== undefined) {
+        // The block may leave part of its room unused (few matches, or its own cap): the newest turns take it back,
+        // and the block is selected again without the turns they now cover, so nothing is sent twice. Its room can
+        // only grow (wider.tokens ≤ room − first block), so it keeps at least what it had.
+        // A few rounds: each re-selection may free a little more (turns now recent leave the block).
+        for (let round = 0; round < RECALL_ROUNDS && room - recent.tokens - recalled.tokens > 0; round++) {
+          const wider = newestFirst(history, room - recalled.tokens, limit, input.historyMessageTokens)
+          if (wider.start >= recent.start) break
+          const again = selectRecall(input.recall, history, wider, room - wider.tokens, messageTokens)
+          if (again === undefined) break
+          recent = wider
+          recalled = again
+        }
+        // Honest truncation: still true while any history message is neither recent nor recalled.
+        const first = history[0]?.seq ?? Infinity
+        const recalledInHistory = (recalled.seqs ?? []).filter((s) => s >= first).length
+        truncated = recent.start > recalledInHistory || (chunks?.selected.length ?? 0) < (input.retrieval?.candidates.length ?? 0)
+      }
     }
   }
 
   const messages: ChatMessage[] = [...input.requestSystem]
   if (chunks !== undefined) messages.push(chunks.message)
   if (recalled !== undefined) messages.push(recalled.message)
-  for (let i = recent.start; i < input.history.length; i++) {
-    const m = input.history[i]
+  for (let i = recent.start; i < history.length; i++) {
+    const m = history[i]
     if (m !== undefined) messages.push({ role: m.role, content: m.content })
   }
   messages.push(...input.requestOther)
@@ -126,7 +164,7 @@ export function pack(input: PackInput): PackResult {
   return {
     messages,
     totalTokens: requestTokens + (chunks?.tokens ?? 0) + (recalled?.tokens ?? 0) + recent.tokens,
-    includedHistory: input.history.length - recent.start,
+    includedHistory: history.length - recent.start,
     includedChunks: chunks?.selected.length ?? 0,
     selectedChunks: chunks?.selected ?? [],
     recalledMessages: recalled?.messages ?? 0,
@@ -209,7 +247,7 @@ function selectRecall(
   recent: Recent,
   room: Tokens,
   messageTokens: (m: ChatMessage) => Tokens,
-): { message: ChatMessage; messages: number; tokens: Tokens } | undefined {
+): (RecalledBlock & { tokens: Tokens }) | undefined {
   if (room <= 0) return undefined
   const seqs = new Set<number>()
   for (let i = recent.start; i < history.length; i++) {
@@ -218,7 +256,7 @@ function selectRecall(
   }
   const picked = recall.select({ room, recent: seqs, oldestRecentSeq: history[recent.start]?.seq })
   if (picked === undefined || picked.messages <= 0) return undefined
-  const tokens = messageTokens(picked.message)
+  const tokens = picked.tokens ?? messageTokens(picked.message)
   return tokens <= room ? { ...picked, tokens } : undefined
 }
 

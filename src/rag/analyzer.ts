@@ -3,7 +3,9 @@
  *
  * Lowercased Unicode words (letters and digits), English stopwords dropped, a light suffix stemmer. Scripts written
  * without spaces (Han, kana, Hangul) become overlapping character bigrams, the usual cheap stand-in for a segmenter.
- * Choices measured with bench/rag-eval.ts on SQuAD (BM25, 2,910 questions); the figures are in that file's header.
+ * Measured on SQuAD (BM25, 176/64 chunks, 2,910 questions; answer chunk within the top 5): no stemming 2,719, this
+ * light stemmer 2,734, a heavier suffix stripper (-ation, -ment, -ness, ...) 2,732 — light kept. Over whole
+ * paragraphs this analyzer gets 92.2% at top 3, against the issue's ~87% for plain BM25.
  */
 
 /** Words too frequent to tell passages apart. Question words are included: they never occur in the answer text. */
@@ -52,7 +54,8 @@ export function analyze(text: string): string[] {
   const out: string[] = []
   for (const m of text.toLowerCase().matchAll(WORD)) {
     const w = m[0]
-    if (UNSPACED.test(w)) {
+    // Most words are Latin: skip the script test unless a character is at least in the kana range.
+    if ((w.charCodeAt(0) >= 0x3040 || w.charCodeAt(w.length - 1) >= 0x3040) && UNSPACED.test(w)) {
       pushBigrams(w, out)
       continue
     }
@@ -70,3 +73,4 @@ function pushBigrams(w: string, out: string[]): void {
   }
   for (let i = 0; i + 1 < chars.length; i++) out.push(`${chars[i] ?? ''}${chars[i + 1] ?? ''}`)
 }
+

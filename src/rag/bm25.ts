@@ -6,6 +6,11 @@
  * into one reused Float32Array, touching only the slots that contain a query term. Removal tombstones the slot and
  * fixes document frequencies at once (so idf stays exact); postings are compacted when tombstones outnumber live
  * documents, which keeps memory proportional to the live set.
+ *
+ * Proximity: the top candidates get a bonus for query terms that occur close together (a sentence answering a
+ * question usually holds several of its terms). On SQuAD (176/80 chunks) it moved the answer's chunk to rank 1 for
+ * 2,388 questions instead of 2,326, and into the top 5 for 2,749 instead of 2,733, of 2,910 (bench/rag-eval.ts).
+ * k1 and b barely matter there (k1 0.9–2, b 0.4–0.9 all within ±0.2 points), so the usual 1.2 / 0.75 stay.
  */
 
 export interface Bm25Options {
@@ -15,6 +20,15 @@ export interface Bm25Options {
   b?: number
   /** Hard cap on live documents; `add` past it throws. */
   maxDocs: number
+  /**
+   * Weight of the proximity bonus: the best total idf of distinct query terms found within `proximityWindow`
+   * consecutive terms, added to the BM25 score of the top `rerankDepth` documents. Default 1; 0 turns it off.
+   */
+  proximity?: number
+  /** Default 8 terms (stopwords excluded), about a sentence. */
+  proximityWindow?: number
+  /** Default 50. */
+  rerankDepth?: number
 }
 
 export interface ScoredLabel {
@@ -28,6 +42,9 @@ export class Bm25Index {
   readonly #k1: number
   readonly #b: number
   readonly #maxDocs: number
+  readonly #proximity: number
+  readonly #window: number
+  readonly #depth: number
 
   readonly #termIds = new Map<string, number>()
   #postDocs: Uint32Array[] = []
@@ -45,12 +62,17 @@ export class Bm25Index {
   #totalLen = 0
 
   #scores = new Float32Array(64)
+  #tf = new Uint16Array(1024)
+  #qw = new Float32Array(1024)
   #touched = new Int32Array(64)
 
   constructor(opts: Bm25Options) {
-    this.#k1 = opts.k1 ?? Number(process.env.K1 ?? 1.2)
-    this.#b = opts.b ?? Number(process.env.B ?? 0.75)
+    this.#k1 = opts.k1 ?? 1.2
+    this.#b = opts.b ?? 0.75
     this.#maxDocs = opts.maxDocs
+    this.#proximity = opts.proximity ?? 1
+    this.#window = opts.proximityWindow ?? 8
+    this.#depth = opts.rerankDepth ?? 50
     if (!(this.#maxDocs >= 1)) throw new RangeError('Bm25Index: maxDocs must be ≥ 1')
   }
 
@@ -66,7 +88,9 @@ export class Bm25Index {
   add(label: number, terms: readonly string[]): void {
     if (this.#slotOf.has(label)) this.remove(label)
     if (this.#live >= this.#maxDocs) throw new RangeError(`Bm25Index: more than ${this.#maxDocs} documents`)
-    const counts = new Map<number, number>()
+    const seq = new Uint32Array(terms.length)
+    const unique: number[] = []
+    let pos = 0
     for (const t of terms) {
       let id = this.#termIds.get(t)
       if (id === undefined) {
@@ -76,21 +100,24 @@ export class Bm25Index {
         this.#postTfs.push(new Uint16Array(INITIAL_POSTINGS))
         this.#postLen.push(0)
         this.#df.push(0)
+        if (id >= this.#tf.length) this.#tf = grow(this.#tf, this.#tf.length * 2, Uint16Array)
       }
-      counts.set(id, (counts.get(id) ?? 0) + 1)
+      // Term frequencies counted in a scratch array indexed by term id (a Map per document cost 2× here).
+      const tf = this.#tf[id] as number
+      if (tf === 0) unique.push(id)
+      if (tf < 0xffff) this.#tf[id] = tf + 1
+      seq[pos++] = id
     }
     const slot = this.#newSlot()
     this.#slotLabel[slot] = label
     this.#slotLen[slot] = terms.length
     this.#slotAlive[slot] = 1
-    const ids = new Uint32Array(counts.size)
-    let i = 0
-    for (const [id, tf] of counts) {
-      ids[i++] = id
-      this.#append(id, slot, Math.min(tf, 0xffff))
+    for (const id of unique) {
+      this.#append(id, slot, this.#tf[id] as number)
+      this.#tf[id] = 0
       this.#df[id] = (this.#df[id] ?? 0) + 1
     }
-    this.#slotTerms[slot] = ids
+    this.#slotTerms[slot] = seq
     this.#slotOf.set(label, slot)
     this.#live++
     this.#totalLen += terms.length
@@ -102,19 +129,12 @@ export class Bm25Index {
     if (slot === undefined) return false
     this.#slotOf.delete(label)
     this.#slotAlive[slot] = 0
-    for (const id of this.#slotTerms[slot] ?? []) this.#df[id] = (this.#df[id] ?? 1) - 1
+    for (const id of new Set(this.#slotTerms[slot] ?? [])) this.#df[id] = (this.#df[id] ?? 1) - 1
     this.#slotTerms[slot] = null
     this.#live--
     this.#totalLen -= this.#slotLen[slot] ?? 0
     if (this.#slots - this.#live > Math.max(1024, this.#live)) this.#compact()
     return true
-  }
-
-  /** Inverse document frequency of `term` (as BM25 weighs it); terms never seen get the rarest weight. */
-  idf(term: string): number {
-    const id = this.#termIds.get(term)
-    const df = id === undefined ? 0 : (this.#df[id] ?? 0)
-    return Math.log(1 + (this.#live - df + 0.5) / (df + 0.5))
   }
 
   /** The `k` best documents for `queryTerms`, best first; documents sharing no term with the query are not returned. */
@@ -129,12 +149,14 @@ export class Bm25Index {
     const alive = this.#slotAlive
     const lens = this.#slotLen
     let nTouched = 0
+    const qIdf = new Map<number, number>()
     for (const t of new Set(queryTerms)) {
       const id = this.#termIds.get(t)
       if (id === undefined) continue
       const df = this.#df[id] ?? 0
       if (df === 0) continue
       const idf = Math.log(1 + (n - df + 0.5) / (df + 0.5))
+      qIdf.set(id, idf)
       const docs = this.#postDocs[id] as Uint32Array
       const tfs = this.#postTfs[id] as Uint16Array
       const len = this.#postLen[id] ?? 0
@@ -150,9 +172,51 @@ export class Bm25Index {
         scores[slot] = prev + (idfK * tf) / (tf + c0 + c1 * (lens[slot] as number))
       }
     }
-    const top = topK(scores, touched, nTouched, k)
+    // Proximity only matters with two or more query terms; it reorders the best BM25 candidates.
+    const rerank = this.#proximity > 0 && qIdf.size > 1
+    let top = topK(scores, touched, nTouched, rerank ? Math.max(k, this.#depth) : k)
     for (let i = 0; i < nTouched; i++) scores[touched[i] as number] = 0
+    if (rerank) {
+      if (this.#qw.length < this.#tf.length) this.#qw = new Float32Array(this.#tf.length)
+      for (const [id, idf] of qIdf) this.#qw[id] = idf
+      for (const c of top) c.score += this.#proximity * this.#bestWindow(c.slot, qIdf, this.#window)
+      for (const id of qIdf.keys()) this.#qw[id] = 0
+      top = top.sort((a, b) => b.score - a.score || a.slot - b.slot).slice(0, k)
+    }
     return top.map(({ slot, score }) => ({ label: this.#slotLabel[slot] as number, score }))
+  }
+
+  /**
+   * The highest total idf of distinct query terms found together within `w` consecutive terms of a document.
+   * Query weights (`#qw`) and window counts (`#tf`, idle outside `add`) are arrays indexed by term id: a Map here
+   * made the rerank cost as much as the BM25 pass.
+   */
+  #bestWindow(slot: number, qIdf: Map<number, number>, w: number): number {
+    const seq = this.#slotTerms[slot]
+    if (!seq) return 0
+    const qw = this.#qw
+    const inWin = this.#tf
+    let cur = 0
+    let best = 0
+    for (let i = 0; i < seq.length; i++) {
+      const id = seq[i] as number
+      const idf = qw[id] as number
+      if (idf > 0) {
+        if (inWin[id] === 0) cur += idf
+        inWin[id] = (inWin[id] as number) + 1
+      }
+      if (i >= w) {
+        const old = seq[i - w] as number
+        const oidf = qw[old] as number
+        if (oidf > 0) {
+          inWin[old] = (inWin[old] as number) - 1
+          if (inWin[old] === 0) cur -= oidf
+        }
+      }
+      if (cur > best) best = cur
+    }
+    for (const id of qIdf.keys()) inWin[id] = 0
+    return best
   }
 
   #newSlot(): number {

@@ -65,8 +65,17 @@ const BY_TYPE: Record<string, Format> = {
 /** Types that say nothing about the content: the extension decides. */
 const GENERIC_TYPES = new Set(['application/octet-stream', 'binary/octet-stream', 'application/x-www-form-urlencoded'])
 
+/** The format a content type names, if it names one we read (parameters such as charset ignored). */
+export function formatOfType(contentType: string | undefined): Format | undefined {
+  return BY_TYPE[baseType(contentType)]
+}
+
+function baseType(contentType: string | undefined): string {
+  return (contentType ?? '').split(';')[0]?.trim().toLowerCase() ?? ''
+}
+
 export function detectFormat(file: UploadedFile): Format {
-  const type = (file.contentType ?? '').split(';')[0]?.trim().toLowerCase() ?? ''
+  const type = baseType(file.contentType)
   const dot = file.filename.lastIndexOf('.')
   const ext = dot > 0 ? file.filename.slice(dot + 1).toLowerCase() : ''
   const byType = BY_TYPE[type]

@@ -24,7 +24,7 @@ import { gatewayError } from '../errors.js'
 import type { Ms } from '../types.js'
 import { analyze } from './analyzer.js'
 import { Bm25Index, type ScoredLabel } from './bm25.js'
-import { LocalEmbedder, type Embedder } from './embedder.js'
+import type { Embedder } from './embedder.js'
 import { DEFAULT_RRF_K, reciprocalRankFusion } from './fusion.js'
 import { DEFAULT_HNSW, VectorIndex, type HnswParams } from './vector-index.js'
 
@@ -36,6 +36,8 @@ export interface IndexedDoc {
   ref: DocRef
   /** What BM25 indexes (the owner decides: e.g. heading path + chunk text). */
   text: string
+  /** `analyze(text)`, when the owner has it already. */
+  terms?: readonly string[]
 }
 
 export interface NamespaceMeta {
@@ -77,8 +79,15 @@ export interface SearchIndexOptions {
   hnsw?: Partial<HnswParams>
   /** RRF's k. */
   rrfK?: number
+  /** Weight of the vector ranking in fusion (BM25's is 1); default: the embedder's `fusionWeight`, else 1. */
+  vectorWeight?: number
   /** How deep each ranking is read before fusion (at least k). Default 40. */
   candidates?: number
+  /**
+   * Told when saving a graph file fails (disk full, directory gone). Saving is only a cache of LMDB, so the failure is
+   * reported, not thrown: the next start rebuilds the graph. Default: a process warning.
+   */
+  onSaveError?: (err: unknown, namespaceFile: string) => void
 }
 
 interface Entry {
@@ -100,8 +109,10 @@ export class SearchIndex {
   readonly #saveDelay: Ms
   readonly #hnsw: HnswParams
   readonly #rrfK: number
+  readonly #vectorWeight: number
   readonly #candidates: number
   readonly #loaded: LRUCache<string, Entry>
+  readonly #onSaveError: (err: unknown, file: string) => void
   #timer: NodeJS.Timeout | undefined
 
   constructor(opts: SearchIndexOptions) {
@@ -112,7 +123,10 @@ export class SearchIndex {
     this.#saveDelay = opts.saveDelay ?? 5000
     this.#hnsw = { ...DEFAULT_HNSW, ...opts.hnsw }
     this.#rrfK = opts.rrfK ?? DEFAULT_RRF_K
+    this.#vectorWeight = opts.vectorWeight ?? opts.embedder.fusionWeight ?? 1
     this.#candidates = opts.candidates ?? 40
+    this.#onSaveError =
+      opts.onSaveError ?? ((err, file) => process.emitWarning(`recallgate: could not save ${file}: ${String(err)}`, 'IndexSaveWarning'))
     mkdirSync(this.#dir, { recursive: true })
     this.#loaded = new LRUCache<string, Entry>({
       max: opts.maxLoaded ?? 64,
@@ -144,15 +158,14 @@ export class SearchIndex {
     const meta = this.#source.meta(namespace)
     if (meta === undefined || meta.count === 0 || k <= 0) return []
     if (mode !== 'bm25') this.checkEmbedder(meta)
-    let entry = this.#entry(namespace)
-    const emb = this.#embedder
-    const qv = mode === 'bm25' ? undefined : emb instanceof LocalEmbedder && process.env.QW ? emb.embedSync(query, (t) => entry.bm25.idf(t)) : (await this.#embedder.embed([query]))[0]
-    entry = this.#entry(namespace)
+    // Embed before touching the entry: everything after the await is synchronous, so the entry cannot change under us.
+    const qv = mode === 'bm25' ? undefined : (await this.#embedder.embed([query]))[0]
+    const entry = this.#entry(namespace)
     const depth = Math.max(k, this.#candidates)
     const lexical = mode === 'vector' ? [] : entry.bm25.search(analyze(query), depth)
     const semantic = qv === undefined || entry.vectors === null || isZero(qv) ? [] : entry.vectors.search(qv, depth)
     const ranked: ScoredLabel[] =
-      mode === 'hybrid' ? reciprocalRankFusion([lexical, semantic], { k: this.#rrfK, weights: [1, Number(process.env.VW ?? 1)] }) : mode === 'bm25' ? lexical : semantic
+      mode === 'hybrid' ? reciprocalRankFusion([lexical, semantic], { k: this.#rrfK, weights: [1, this.#vectorWeight] }) : mode === 'bm25' ? lexical : semantic
     const hits: IndexHit[] = []
     for (const { label, score } of ranked) {
       const ref = entry.refs.get(label)
@@ -163,18 +176,15 @@ export class SearchIndex {
     return hits
   }
 
-  /** Live documents in a loaded namespace's BM25 index; for the owner's bounds check. */
-  get maxDocsPerNamespace(): number {
-    return this.#maxDocs
-  }
-
   /** A committed addition: `meta` is the namespace's state after it, `fromVersion` before it. */
   applyAdd(namespace: string, fromVersion: number, meta: NamespaceMeta, docs: ReadonlyArray<IndexedDoc & { vector: Float32Array }>): void {
     const entry = this.#applicable(namespace, fromVersion, meta)
     if (entry === undefined) return
-    entry.vectors ??= VectorIndex.create(meta.dimension, this.#hnsw, Math.max(1024, docs.length))
+    // An emptied namespace may start over with another embedder (another dimension): start a fresh graph then.
+    if (entry.vectors === null || entry.refs.size === 0 || entry.vectors.dimension !== meta.dimension)
+      entry.vectors = VectorIndex.create(meta.dimension, this.#hnsw, Math.max(1024, docs.length))
     for (const d of docs) {
-      entry.bm25.add(d.label, analyze(d.text))
+      entry.bm25.add(d.label, d.terms ?? analyze(d.text))
       entry.vectors.add(d.label, d.vector)
       entry.refs.set(d.label, d.ref)
     }
@@ -195,6 +205,12 @@ export class SearchIndex {
       entry.vectors = entry.vectors.compacted(entry.refs.keys(), this.#hnsw)
     }
     this.#changed(entry, meta)
+  }
+
+  /** Forget a namespace whose records were deleted (after the commit): unload it and delete its graph file. */
+  drop(namespace: string): void {
+    this.#loaded.delete(namespace)
+    VectorIndex.remove(this.#file(namespace))
   }
 
   /** Save every changed graph now. */
@@ -240,7 +256,11 @@ export class SearchIndex {
   #buildVectors(namespace: string, meta: NamespaceMeta): VectorIndex {
     const index = VectorIndex.create(meta.dimension, this.#hnsw, meta.count)
     for (const { label, vector } of this.#source.vectors(namespace)) index.add(label, vector)
-    index.save(this.#file(namespace), meta)
+    try {
+      index.save(this.#file(namespace), meta)
+    } catch (err) {
+      this.#onSaveError(err, this.#file(namespace))
+    }
     return index
   }
 
@@ -273,8 +293,13 @@ export class SearchIndex {
 
   #save(entry: Entry): void {
     entry.dirty = false
-    if (entry.vectors === null || entry.refs.size === 0) VectorIndex.remove(entry.file)
-    else entry.vectors.save(entry.file, { version: entry.version })
+    try {
+      mkdirSync(this.#dir, { recursive: true })
+      if (entry.vectors === null || entry.refs.size === 0) VectorIndex.remove(entry.file)
+      else entry.vectors.save(entry.file, { version: entry.version })
+    } catch (err) {
+      this.#onSaveError(err, entry.file)
+    }
   }
 }
 

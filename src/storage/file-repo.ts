@@ -5,9 +5,11 @@
  *   vectors [namespace, label]           → float32 bytes of the chunk's embedding
  *   meta    ['index', namespace]         → IndexMeta (embedder, version, live count, next label)
  *
- * A file is written, or deleted, together with its chunks, vectors and namespace meta in one transaction: a failed
- * ingestion leaves nothing, and the namespace version always moves with its content (vector-index.ts relies on it).
- * The `vectors`/`meta` half is generic (any namespace), so session recall can write its own vectors the same way.
+ * A file is written, or deleted, together with its chunks, vectors and namespace meta in one `store.durable` unit (all
+ * or nothing even if it throws part-way, and flushed to disk before it resolves): a failed ingestion leaves nothing,
+ * and the namespace version always moves with its content (vector-index.ts relies on it).
+ * The `vectors`/`meta` half (`IndexRecords`) is generic over namespaces, so session recall writes its messages' vectors
+ * the same way, inside its own transactions.
  */
 import type { Store } from './store.js'
 
@@ -53,11 +55,101 @@ export interface IndexChange {
 const LOW = ''
 const HIGH = '\uffff'
 
-export class FileRepo {
+/**
+ * The generic half: vectors and meta of any index namespace. The `*InTxn` methods must run inside a `store.durable`
+ * (or `transaction`) callback, so an owner (files here; sessions for recall) writes its own records and their index
+ * entries atomically.
+ */
+export class IndexRecords {
   readonly #store: Store
 
   constructor(store: Store) {
     this.#store = store
+  }
+
+  meta(namespace: string): IndexMeta | undefined {
+    return this.#store.meta.get(['index', namespace]) as IndexMeta | undefined
+  }
+
+  /** Namespaces with index meta whose name starts with `prefix`. */
+  namespaces(prefix: string): string[] {
+    const out: string[] = []
+    for (const key of this.#store.meta.getKeys({ start: ['index', prefix], end: ['index', prefix + HIGH] })) {
+      out.push((key as [string, string])[1])
+    }
+    return out
+  }
+
+  *vectors(namespace: string): Iterable<{ label: number; vector: Float32Array }> {
+    for (const { key, value } of this.#store.vectors.getRange({ start: [namespace, 0], end: [namespace, Number.MAX_SAFE_INTEGER] })) {
+      yield { label: (key as [string, number])[1], vector: decodeVector(value as Uint8Array) }
+    }
+  }
+
+  /**
+   * Allocate labels for `vectors`, store them and bump the namespace version. `check` sees the meta first and may
+   * throw to refuse (another embedder, too many documents), which aborts the caller's transaction.
+   */
+  addInTxn(
+    namespace: string,
+    vectors: readonly Float32Array[],
+    embedderId: string,
+    check: (meta: IndexMeta | undefined, adding: number) => void,
+  ): IndexChange {
+    const before = this.meta(namespace)
+    check(before, vectors.length)
+    const dimension = vectors[0]?.length ?? 0
+    const first = before?.nextLabel ?? 0
+    const labels = vectors.map((_, i) => first + i)
+    vectors.forEach((v, i) => this.#store.vectors.put([namespace, labels[i] as number], encodeVector(v)))
+    // An emptied namespace takes the embedder of whatever is added next.
+    const reuse = before !== undefined && before.count > 0
+    const meta: IndexMeta = {
+      embedderId: reuse ? before.embedderId : embedderId,
+      dimension: reuse ? before.dimension : dimension,
+      version: (before?.version ?? 0) + 1,
+      count: (before?.count ?? 0) + vectors.length,
+      nextLabel: first + vectors.length,
+    }
+    this.#store.meta.put(['index', namespace], meta)
+    return { fromVersion: before?.version ?? 0, meta, labels }
+  }
+
+  /** Delete `labels`' vectors and bump the version. */
+  removeInTxn(namespace: string, labels: readonly number[]): IndexChange {
+    for (const label of labels) this.#store.vectors.remove([namespace, label])
+    const before = this.meta(namespace)
+    const meta: IndexMeta = {
+      embedderId: before?.embedderId ?? '',
+      dimension: before?.dimension ?? 0,
+      version: (before?.version ?? 0) + 1,
+      count: Math.max(0, (before?.count ?? 0) - labels.length),
+      // Labels are never reused: a label in a stale graph file can never name a newer document.
+      nextLabel: before?.nextLabel ?? 0,
+    }
+    this.#store.meta.put(['index', namespace], meta)
+    return { fromVersion: before?.version ?? 0, meta, labels: [...labels] }
+  }
+
+  /** Delete a whole namespace (e.g. a deleted session): all its vectors and its meta. Returns the labels removed. */
+  dropInTxn(namespace: string): number[] {
+    const labels: number[] = []
+    for (const key of this.#store.vectors.getKeys({ start: [namespace, 0], end: [namespace, Number.MAX_SAFE_INTEGER] })) {
+      labels.push((key as [string, number])[1])
+      this.#store.vectors.remove(key)
+    }
+    this.#store.meta.remove(['index', namespace])
+    return labels
+  }
+}
+
+export class FileRepo {
+  readonly #store: Store
+  readonly index: IndexRecords
+
+  constructor(store: Store) {
+    this.#store = store
+    this.index = new IndexRecords(store)
   }
 
   getFile(tenant: string, id: string): FileRow | undefined {
@@ -83,25 +175,6 @@ export class FileRepo {
     }
   }
 
-  indexMeta(namespace: string): IndexMeta | undefined {
-    return this.#store.meta.get(['index', namespace]) as IndexMeta | undefined
-  }
-
-  /** Namespaces with index meta whose name starts with `prefix`. */
-  namespaces(prefix: string): string[] {
-    const out: string[] = []
-    for (const key of this.#store.meta.getKeys({ start: ['index', prefix], end: ['index', prefix + HIGH] })) {
-      out.push((key as [string, string])[1])
-    }
-    return out
-  }
-
-  *vectors(namespace: string): Iterable<{ label: number; vector: Float32Array }> {
-    for (const { key, value } of this.#store.vectors.getRange({ start: [namespace, 0], end: [namespace, Number.MAX_SAFE_INTEGER] })) {
-      yield { label: (key as [string, number])[1], vector: decodeVector(value as Uint8Array) }
-    }
-  }
-
   /**
    * Store a file with its chunks and their vectors in one transaction. Labels are allocated inside it, so concurrent
    * ingestions into one namespace never collide. `check` sees the namespace meta first and may throw to refuse
@@ -116,40 +189,23 @@ export class FileRepo {
     embedderId: string
     check: (meta: IndexMeta | undefined, adding: number) => void
   }): Promise<IndexChange> {
-    const { tenant, namespace, file, chunks, vectors } = opts
+    const { tenant, file, chunks, vectors } = opts
     if (vectors.length !== chunks.length) throw new RangeError('insertFile: one vector per chunk')
-    const dimension = vectors[0]?.length ?? 0
     const store = this.#store
-    return store.transaction(() => {
+    return store.durable(() => {
       // Ids are random; a repeat (only possible with an injected random source) must not overwrite a file.
       if (store.files.get([tenant, file.id]) !== undefined) throw new Error(`insertFile: ${file.id} already exists`)
-      const before = this.indexMeta(namespace)
-      opts.check(before, chunks.length)
-      const empty = before === undefined || before.count === 0
-      const first = before?.nextLabel ?? 0
-      const labels = chunks.map((_, i) => first + i)
+      const change = this.index.addInTxn(opts.namespace, vectors, opts.embedderId, opts.check)
       store.files.put([tenant, file.id], file)
-      chunks.forEach((c, i) => {
-        const label = labels[i] as number
-        store.chunks.put([tenant, file.id, i], { ...c, label } satisfies ChunkRow)
-        store.vectors.put([namespace, label], encodeVector(vectors[i] as Float32Array))
-      })
-      const meta: IndexMeta = {
-        embedderId: empty ? opts.embedderId : before.embedderId,
-        dimension: empty ? dimension : before.dimension,
-        version: (before?.version ?? 0) + 1,
-        count: (before?.count ?? 0) + chunks.length,
-        nextLabel: first + chunks.length,
-      }
-      store.meta.put(['index', namespace], meta)
-      return { fromVersion: before?.version ?? 0, meta, labels }
+      chunks.forEach((c, i) => store.chunks.put([tenant, file.id, i], { ...c, label: change.labels[i] as number } satisfies ChunkRow))
+      return change
     })
   }
 
   /** Delete a file, its chunks and vectors in one transaction; undefined if the tenant has no such file. */
   async deleteFile(tenant: string, namespace: string, id: string): Promise<IndexChange | undefined> {
     const store = this.#store
-    return store.transaction(() => {
+    return store.durable(() => {
       if (store.files.get([tenant, id]) === undefined) return undefined
       const labels: number[] = []
       const keys: Array<[string, string, number]> = []
@@ -158,18 +214,8 @@ export class FileRepo {
         labels.push((value as ChunkRow).label)
       }
       for (const key of keys) store.chunks.remove(key)
-      for (const label of labels) store.vectors.remove([namespace, label])
       store.files.remove([tenant, id])
-      const before = this.indexMeta(namespace)
-      const meta: IndexMeta = {
-        embedderId: before?.embedderId ?? '',
-        dimension: before?.dimension ?? 0,
-        version: (before?.version ?? 0) + 1,
-        count: Math.max(0, (before?.count ?? 0) - labels.length),
-        nextLabel: before?.nextLabel ?? 0,
-      }
-      store.meta.put(['index', namespace], meta)
-      return { fromVersion: before?.version ?? 0, meta, labels }
+      return this.index.removeInTxn(namespace, labels)
     })
   }
 }

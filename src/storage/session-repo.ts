@@ -39,10 +39,31 @@ export interface SessionInfo {
   messageCount: number
 }
 
-/** Runs inside the write transaction of an append: index `saved`, unindex `pruned` (oldest messages dropped). */
-export type AppendHook = (tenant: string, sessionId: string, saved: StoredMessage[], pruned: StoredMessage[]) => void
+/** Returned by a hook to run once its transaction has committed (e.g. to update an in-memory index). */
+export type AfterCommit = () => void
+/**
+ * Runs inside the write transaction of an append: index `saved`, unindex `pruned` (oldest messages dropped).
+ * `prepared` is what the hook's `prepare` step produced for these messages (undefined without one).
+ */
+export type AppendHook<P = undefined> = (
+  tenant: string,
+  sessionId: string,
+  saved: StoredMessage[],
+  pruned: StoredMessage[],
+  prepared: P,
+) => AfterCommit | void
+/**
+ * Async work an append hook needs before the transaction, which holds the one write lock and cannot await (e.g.
+ * embeddings of the messages about to be saved). Runs for every append, before anything is written.
+ */
+export type AppendPrepare<P> = (tenant: string, sessionId: string, messages: readonly ChatMessage[]) => Promise<P>
 /** Runs inside the delete transaction, before the session's records are removed (they can still be read). */
-export type DeleteHook = (tenant: string, sessionId: string) => void
+export type DeleteHook = (tenant: string, sessionId: string) => AfterCommit | void
+
+interface RegisteredAppendHook {
+  prepare: AppendPrepare<unknown> | undefined
+  write: AppendHook<unknown>
+}
 
 export interface SessionRepoOptions {
   /** Messages kept per session; the oldest beyond it are pruned on append. At least 1. */
@@ -101,7 +122,7 @@ export class SessionRepo {
   readonly #counter: TokenCounter
   readonly #cache: LRUCache<string, CacheEntry> | undefined
   readonly #cachePerSession: number
-  readonly #appendHooks: AppendHook[] = []
+  readonly #appendHooks: RegisteredAppendHook[] = []
   readonly #deleteHooks: DeleteHook[] = []
   /**
    * Set while our write callbacks run: a hook that reads history then sees uncommitted state, which must neither be
@@ -128,8 +149,19 @@ export class SessionRepo {
         : undefined
   }
 
-  onAppend(fn: AppendHook): void {
-    this.#appendHooks.push(fn)
+  /** A plain append hook (nothing to prepare, nothing to do after the commit). */
+  onAppend(fn: (tenant: string, sessionId: string, saved: StoredMessage[], pruned: StoredMessage[]) => void): void {
+    this.#appendHooks.push({
+      prepare: undefined,
+      write: (tenant, sessionId, saved, pruned) => {
+        fn(tenant, sessionId, saved, pruned)
+      },
+    })
+  }
+
+  /** An append hook with an async `prepare` step run before the transaction; its result is passed to `write`. */
+  onAppendPrepared<P>(prepare: AppendPrepare<P>, write: AppendHook<P>): void {
+    this.#appendHooks.push({ prepare, write: write as AppendHook<unknown> })
   }
 
   onDelete(fn: DeleteHook): void {
@@ -158,8 +190,32 @@ export class SessionRepo {
   }
 
   /**
+   * The messages with these seqs that still exist, by seq: from the cached newest messages when they cover a seq,
+   * else one LMDB read each (recall asks for a few dozen scattered older turns).
+   */
+  messagesAt(tenant: string, sessionId: string, seqs: Iterable<number>): Map<number, StoredMessage> {
+    checkSessionId(tenant, sessionId)
+    const out = new Map<number, StoredMessage>()
+    const cached = this.#inWrite ? undefined : this.#cache?.get(cacheKey(tenant, sessionId))?.messages
+    const first = cached?.[0]?.seq ?? Infinity
+    for (const seq of seqs) {
+      if (out.has(seq) || !Number.isInteger(seq) || seq < 0) continue
+      // Cached messages are contiguous seqs, so the index is the offset from the first.
+      const hit = seq >= first ? cached?.[seq - first] : undefined
+      if (hit !== undefined && hit.seq === seq) {
+        out.set(seq, hit)
+        continue
+      }
+      const v = this.#store.messages.get([tenant, sessionId, seq])
+      if (v !== undefined) out.set(seq, stored(seq, asMessageRecord(v)))
+    }
+    return out
+  }
+
+  /**
    * Save one exchange (the request's non-system messages and the reply) in one transaction; resolves once it is
-   * committed and flushed. Creates the session; prunes the oldest messages beyond the limit.
+   * committed and flushed. Creates the session; prunes the oldest messages beyond the limit. Hooks with a `prepare`
+   * step get it run first (a failing prepare saves nothing); their after-commit callbacks run once it is durable.
    */
   async appendExchange(tenant: string, sessionId: string, messages: readonly ChatMessage[]): Promise<StoredMessage[]> {
     checkSessionId(tenant, sessionId)
@@ -172,8 +228,10 @@ export class SessionRepo {
       return { role: m.role, content: m.content, tokens: this.#counter.textTokens(m.content), createdAt: now }
     })
     const { messages: db, sessions } = this.#store
+    const hooks = this.#appendHooks
+    const prepared = await Promise.all(hooks.map((h) => h.prepare?.(tenant, sessionId, messages)))
 
-    const { saved, pruned } = await this.#write(() => {
+    const { saved, pruned, after } = await this.#write(() => {
       const rec = this.#record(tenant, sessionId) ?? { createdAt: now, updatedAt: now, nextSeq: 0, count: 0 }
       const saved = records.map((r, i) => stored(rec.nextSeq + i, r))
       for (const [i, r] of records.entries()) db.put([tenant, sessionId, rec.nextSeq + i], r)
@@ -188,10 +246,15 @@ export class SessionRepo {
         db.remove([tenant, sessionId, seq])
       }
       sessions.put([tenant, sessionId], rec)
-      for (const hook of this.#appendHooks) hook(tenant, sessionId, saved, pruned)
-      return { saved, pruned }
+      const after: AfterCommit[] = []
+      for (const [i, hook] of hooks.entries()) {
+        const done = hook.write(tenant, sessionId, saved, pruned, prepared[i])
+        if (done) after.push(done)
+      }
+      return { saved, pruned, after }
     })
     this.#patchCache(cacheKey(tenant, sessionId), saved, pruned)
+    for (const done of after) done()
     return saved
   }
 
@@ -228,15 +291,21 @@ export class SessionRepo {
   async delete(tenant: string, sessionId: string): Promise<boolean> {
     checkSessionId(tenant, sessionId)
     const { messages: db, sessions } = this.#store
+    const after: AfterCommit[] = []
     const existed = await this.#write(() => {
+      after.length = 0
       const rec = this.#record(tenant, sessionId)
       if (rec === undefined) return false
-      for (const hook of this.#deleteHooks) hook(tenant, sessionId)
+      for (const hook of this.#deleteHooks) {
+        const done = hook(tenant, sessionId)
+        if (done) after.push(done)
+      }
       for (let seq = rec.nextSeq - rec.count; seq < rec.nextSeq; seq++) db.remove([tenant, sessionId, seq])
       sessions.remove([tenant, sessionId])
       return true
     })
     this.#cache?.delete(cacheKey(tenant, sessionId))
+    for (const done of after) done()
     return existed
   }
 

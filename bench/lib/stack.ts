@@ -1,0 +1,118 @@
+/**
+ * The process layout every scenario uses: a mock provider, a recallgate gateway and optionally the floor
+ * pass-through, each in its own child process, with the load generator in this one.
+ */
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { MockUpstreamOptions } from '../../src/mock-upstream.js'
+import { spawnRole, type Proc } from './procs.js'
+
+/** The bench's service key (inline, `unlimited` plan: the rate limiter must not be what is measured). */
+export const BENCH_KEY = 'rg_bench_unlimited_key_0001'
+export const PROVIDER_KEY = 'sk-or-bench-not-a-real-key'
+export const MODEL = 'openai/gpt-4o'
+
+export interface Stack {
+  mock: Proc
+  gateway: Proc
+  floor: Proc | undefined
+  /** Origins (scheme://host:port) of each server. */
+  origins: { mock: string; gateway: string; floor: string | undefined }
+  dataDir: string
+  /** Start profiling the gateway (a no-op unless the stack was started with cpuProfDir): call after warmup. */
+  profileStart(): Promise<void>
+  close(): Promise<void>
+}
+
+export interface StackOptions {
+  mock?: MockUpstreamOptions
+  /** Extra gateway environment (on top of PORT, UPSTREAM_BASE_URL, DATA_DIR, SERVICE_KEYS). */
+  env?: Record<string, string>
+  floor?: boolean
+  /** Use this DATA_DIR (kept); default a temp dir removed on close. */
+  dataDir?: string
+  /** Profile the gateway from profileStart() to close() and write the profile here. */
+  cpuProfDir?: string | undefined
+}
+
+export async function startStack(o: StackOptions = {}): Promise<Stack> {
+  const dataDir = o.dataDir ?? mkdtempSync(join(tmpdir(), 'recallgate-bench-'))
+  const started: Proc[] = []
+  try {
+    const mock = await spawnRole({ role: 'mock', options: { maxRecorded: 1, ...o.mock } })
+    started.push(mock)
+    const gateway = await spawnRole(
+      {
+        role: 'gateway',
+        env: {
+          PORT: '0',
+          HOST: '127.0.0.1',
+          UPSTREAM_BASE_URL: mock.url,
+          DATA_DIR: dataDir,
+          SERVICE_KEYS: `${BENCH_KEY}:unlimited`,
+          ...o.env,
+        },
+      },
+    )
+    started.push(gateway)
+    const mockOrigin = new URL(mock.url).origin
+    const floor = o.floor ? await spawnRole({ role: 'floor', upstreamOrigin: mockOrigin, connections: 128 }) : undefined
+    if (floor) started.push(floor)
+    return {
+      mock,
+      gateway,
+      floor,
+      origins: { mock: mockOrigin, gateway: gateway.url, floor: floor?.url },
+      dataDir,
+      profileStart: async () => {
+        if (o.cpuProfDir !== undefined) await gateway.profileStart()
+      },
+      close: async () => {
+        if (o.cpuProfDir !== undefined) await gateway.profileStop(o.cpuProfDir)
+        await Promise.all(started.map((p) => p.stop()))
+        if (o.dataDir === undefined) rmSync(dataDir, { recursive: true, force: true })
+      },
+    }
+  } catch (err) {
+    await Promise.all(started.map((p) => p.stop()))
+    throw err
+  }
+}
+
+/** Headers and path of a chat request; the same bytes go to every arm (the mock ignores `servicekey`). */
+export function chatBody(content: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return { model: MODEL, messages: [{ role: 'user', content }], ...extra }
+}
+
+export interface ScenarioContext {
+  quick: boolean
+  /** Print per-arm details (samples, percentiles, CPU per request) as they are measured. */
+  verbose: boolean
+  /** When set, the gateway is profiled (node --cpu-prof) and its profiles land here. */
+  cpuProfDir: string | undefined
+  log(line: string): void
+}
+
+/** One JSON call with the bench's keys (setup and checks, not measured). Throws on a non-2xx answer. */
+export async function callJson(origin: string, method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<unknown> {
+  const { request } = await import('undici')
+  const res = await request(`${origin}${path}`, {
+    method,
+    headers: { servicekey: BENCH_KEY, authorization: `Bearer ${PROVIDER_KEY}`, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  })
+  const text = await res.body.text()
+  if (res.statusCode < 200 || res.statusCode > 299) throw new Error(`${method} ${path}: ${res.statusCode} ${text.slice(0, 300)}`)
+  return JSON.parse(text) as unknown
+}
+
+/**
+ * The body the mock received for the gateway's last request: the exact prompt recallgate built (history, retrieved
+ * context), used as the direct arm's request so both arms ask the mock for the same work.
+ */
+export async function capturedUpstreamBody(stack: Stack): Promise<Record<string, unknown>> {
+  const body = await stack.mock.lastChatBody()
+  if (body === undefined) throw new Error('the mock recorded no chat request')
+  return body
+}

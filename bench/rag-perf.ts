@@ -1,0 +1,282 @@
+/**
+ * Knowledge-base performance with the local embedder: ingestion throughput (target ≥ 2 MB/s of text) and search
+ * latency at 100k chunks (target ≤ 1 ms p50), on a real LMDB in a temp dir.
+ *
+ * Method: a synthetic corpus (deterministic PRNG) of files made of paragraphs of 3–7 sentences whose words are drawn
+ * from the word frequencies of ../shared/data/squad-dev-v2.0.json (English Wikipedia prose; made-up Zipf words when
+ * the file is absent) — realistic tokenization, posting-list lengths for BM25 and distinct vectors for HNSW, and
+ * 100k chunks without shipping 40 MB of text. Files of ~256 KB are ingested one after another through `KnowledgeBase.ingest` (extraction,
+ * chunking with exact token counts, embedding, one LMDB transaction, BM25 and HNSW updates) until the tenant holds
+ * the target number of chunks; throughput = text bytes / wall time. Queries are 3–6 words drawn from random
+ * paragraphs; after a warm-up, each mode is timed per call (`performance.now`) and reported as p50/p99. Baseline in
+ * the same run: an exact brute-force cosine scan over the same vectors (what HNSW saves). Also timed: restart (`init`
+ * loading the saved graph) and a rebuild from LMDB (graph file removed).
+ *
+ * Results (2026-11, Node 20, defaults: 192/80 chunks, 256 dims, HNSW M 16 / efConstruction 32 / ef 64), measured on
+ * the 2-core machine while other engineers' jobs kept its load average at ~5, so wall times are ~2× CPU times:
+ *   100k chunks (62 MB): search p50 bm25 0.31 ms, vector 0.37 ms, hybrid 0.69 ms (p99 ~5–9 ms: neighbours' load);
+ *     exact scan baseline 187 ms; HNSW recall@8 80.5%
+ *   ingestion: 1.27 MB per CPU-second at 100k (1.6 at 20k); wall 0.62 MB/s at 100k — below the 2 MB/s target.
+ *     CPU split at 20k (profile): HNSW insertion ~35%, o200k token counting ~35%, analysis + BM25 ~20%.
+ *   restart: load graph + rebuild BM25 12.9 s; rebuild the graph from LMDB 39.7 s (100k chunks)
+ *
+ * Usage: node dist/bench/rag-perf.js [--chunks 100000] [--queries 2000] [--chunk-tokens 192] [--overlap 80]
+ *        [--m 16] [--efc 32] [--ef 64] [--dim 256]
+ */
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { LocalEmbedder } from '../src/rag/embedder.js'
+import { KnowledgeBase } from '../src/rag/knowledge-base.js'
+import type { SearchMode } from '../src/rag/search-index.js'
+import { DEFAULT_HNSW } from '../src/rag/vector-index.js'
+import { decodeVector } from '../src/storage/file-repo.js'
+import { openStore, type Store } from '../src/storage/store.js'
+
+function arg(name: string, fallback: number): number {
+  const i = process.argv.indexOf(`--${name}`)
+  return i >= 0 ? Number(process.argv[i + 1]) : fallback
+}
+
+const TARGET_CHUNKS = arg('chunks', 100_000)
+const QUERIES = arg('queries', 2000)
+const CHUNK_TOKENS = arg('chunk-tokens', 192)
+const OVERLAP = arg('overlap', 80)
+const DIMENSION = arg('dim', new LocalEmbedder().dimension)
+const HNSW = { m: arg('m', DEFAULT_HNSW.m), efConstruction: arg('efc', DEFAULT_HNSW.efConstruction), efSearch: arg('ef', DEFAULT_HNSW.efSearch) }
+const FILE_BYTES = 256 * 1024
+
+// mulberry32: small, fast, deterministic.
+function prng(seed: number): () => number {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+const rand = prng(42)
+
+/** Words and their frequencies from the SQuAD articles, most frequent first; Zipf over made-up words without them. */
+function vocabulary(): { words: string[]; weights: number[] } {
+  let dir = dirname(fileURLToPath(import.meta.url))
+  while (!existsSync(join(dir, 'package.json')) && dirname(dir) !== dir) dir = dirname(dir)
+  const path = join(dir, '..', 'shared', 'data', 'squad-dev-v2.0.json')
+  if (existsSync(path)) {
+    const counts = new Map<string, number>()
+    const squad = JSON.parse(readFileSync(path, 'utf8')) as { data: Array<{ paragraphs: Array<{ context: string }> }> }
+    for (const a of squad.data)
+      for (const p of a.paragraphs) for (const w of p.context.split(/\s+/)) if (w) counts.set(w, (counts.get(w) ?? 0) + 1)
+    const sorted = [...counts].sort((a, b) => b[1] - a[1])
+    return { words: sorted.map((e) => e[0]), weights: sorted.map((e) => e[1]) }
+  }
+  const syl = ['ka', 'lo', 'mi', 'ne', 'ru', 'sa', 'to', 'vi', 'an', 'el', 'or', 'un', 'bre', 'cha', 'dri', 'fen', 'gor', 'hal']
+  const words = Array.from({ length: 40_000 }, () => {
+    let w = ''
+    for (let i = 0, n = 1 + Math.floor(rand() * 3); i < n; i++) w += syl[Math.floor(rand() * syl.length)]
+    return w
+  })
+  return { words, weights: words.map((_, i) => 1 / (i + 1)) }
+}
+const { words: VOCAB, weights } = vocabulary()
+// Sampling by inverse CDF over cumulative weights.
+const CUM = (() => {
+  const c = new Float64Array(VOCAB.length)
+  let s = 0
+  for (let i = 0; i < VOCAB.length; i++) c[i] = s += weights[i] as number
+  return c.map((x) => x / s)
+})()
+function word(): string {
+  const r = rand()
+  let lo = 0
+  let hi = CUM.length - 1
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1
+    if ((CUM[mid] as number) < r) lo = mid + 1
+    else hi = mid
+  }
+  return VOCAB[lo] as string
+}
+/**
+ * Documents are about something: each file has a topic (60 words from the less common part of the vocabulary), and
+ * each paragraph a subtopic of 15 of them; a third of a sentence's words come from the paragraph's subtopic, the
+ * rest from the general distribution. Without this, every chunk is the same bag of common words, which no real
+ * corpus is and which no nearest-neighbour graph can index well.
+ */
+let subtopic: string[] = []
+let topic: string[] = []
+function sentence(): string {
+  const n = 8 + Math.floor(rand() * 20)
+  const words = Array.from({ length: n }, () => (rand() < 1 / 3 ? (subtopic[Math.floor(rand() * subtopic.length)] as string) : word()))
+  const first = words[0] as string
+  words[0] = first.charAt(0).toUpperCase() + first.slice(1)
+  return `${words.join(' ').replace(/[.!?]+$/, '')}.`
+}
+function paragraph(): string {
+  subtopic = Array.from({ length: 15 }, () => topic[Math.floor(rand() * topic.length)] as string)
+  return Array.from({ length: 3 + Math.floor(rand() * 5) }, sentence).join(' ')
+}
+function file(): { text: string; paragraphs: string[] } {
+  const from = Math.min(200, VOCAB.length - 1)
+  topic = Array.from({ length: 60 }, () => VOCAB[from + Math.floor(rand() * (VOCAB.length - from))] as string)
+  const paragraphs: string[] = []
+  let size = 0
+  while (size < FILE_BYTES) {
+    const p = paragraph()
+    paragraphs.push(p)
+    size += p.length + 2
+  }
+  return { text: paragraphs.join('\n\n'), paragraphs }
+}
+
+function stats(xs: number[]): { p50: number; p99: number; mean: number } {
+  const s = [...xs].sort((a, b) => a - b)
+  const at = (p: number): number => s[Math.min(s.length - 1, Math.floor(p * s.length))] ?? 0
+  return { p50: at(0.5), p99: at(0.99), mean: s.reduce((a, b) => a + b, 0) / (s.length || 1) }
+}
+
+function openKb(dir: string, store: Store): KnowledgeBase {
+  return new KnowledgeBase({
+    store,
+    dataDir: dir,
+    embedder: new LocalEmbedder({ dimension: DIMENSION }),
+    chunkTokens: CHUNK_TOKENS,
+    chunkOverlap: OVERLAP,
+    maxChunksPerFile: 100_000,
+    clock: Date.now,
+    hnsw: HNSW,
+  })
+}
+
+async function main(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'rag-perf-'))
+  let store = openStore({ dir })
+  let kb = openKb(dir, store)
+  const samples: string[] = []
+  let bytes = 0
+  let chunks = 0
+  let files = 0
+  let busy = 0
+  // CPU time of the whole process (all threads): on a machine shared with other jobs, wall time measures the
+  // neighbours too; CPU time is what ingestion itself costs.
+  let cpuMs = 0
+  let firstMbps = 0
+  const t0 = performance.now()
+  while (chunks < TARGET_CHUNKS) {
+    const f = file()
+    for (let i = 0; i < 20; i++) samples.push(f.paragraphs[Math.floor(rand() * f.paragraphs.length)] as string)
+    const buf = Buffer.from(f.text)
+    const s = performance.now()
+    const cpu0 = process.cpuUsage()
+    const rec = await kb.ingest('bench', { filename: `doc-${files}.txt`, contentType: 'text/plain', bytes: buf, metadata: null })
+    const cpu = process.cpuUsage(cpu0)
+    cpuMs += (cpu.user + cpu.system) / 1000
+    busy += performance.now() - s
+    bytes += buf.length
+    chunks += rec.chunks
+    files++
+    if (files === 8) firstMbps = bytes / 1e6 / (busy / 1000)
+    if (files % 20 === 0) process.stderr.write(`  ${chunks} chunks, ${(bytes / 1e6).toFixed(0)} MB, ${((performance.now() - t0) / 1000).toFixed(0)} s\n`)
+  }
+  const ingestMbps = bytes / 1e6 / (busy / 1000)
+  const ingestCpuMbps = bytes / 1e6 / (cpuMs / 1000)
+
+  const queries = Array.from({ length: QUERIES }, () => {
+    const words = (samples[Math.floor(rand() * samples.length)] as string).replace(/[.]/g, '').split(' ')
+    const n = 3 + Math.floor(rand() * 4)
+    const start = Math.floor(rand() * Math.max(1, words.length - n))
+    return words.slice(start, start + n).join(' ')
+  })
+  const latency: Record<string, ReturnType<typeof stats>> = {}
+  for (const mode of ['bm25', 'vector', 'hybrid'] as SearchMode[]) {
+    for (const q of queries.slice(0, 200)) await kb.search('bench', q, 8, mode)
+    const times: number[] = []
+    for (const q of queries) {
+      const s = performance.now()
+      await kb.search('bench', q, 8, mode)
+      times.push(performance.now() - s)
+    }
+    latency[mode] = stats(times)
+  }
+
+  // Baseline: exact cosine over every stored vector (what a flat index would cost per query), which also gives the
+  // HNSW graph's recall: the share of the exact top 8 that the vector search returns.
+  const embedder = new LocalEmbedder({ dimension: DIMENSION })
+  const labels: number[] = []
+  const vectors: Float32Array[] = []
+  for (const { key, value } of store.vectors.getRange({ start: ['files:bench', 0], end: ['files:bench', Number.MAX_SAFE_INTEGER] })) {
+    labels.push((key as [string, number])[1])
+    vectors.push(decodeVector(value as Uint8Array))
+  }
+  const indexOf = new Map<string, number>()
+  const refOf = new Map<number, string>()
+  for (const { key, value } of store.chunks.getRange({ start: ['bench', ''], end: ['bench', '\uffff'] })) {
+    const k = key as [string, string, number]
+    refOf.set((value as { label: number }).label, `${k[1]}:${k[2]}`)
+  }
+  labels.forEach((label, i) => indexOf.set(refOf.get(label) ?? '', i))
+  const dim = embedder.dimension
+  const matrix = new Float32Array(vectors.length * dim)
+  vectors.forEach((v, i) => matrix.set(v, i * dim))
+  const flat: number[] = []
+  let found = 0
+  let wanted = 0
+  const scores = new Float32Array(vectors.length)
+  for (const q of queries.slice(0, 200)) {
+    const s = performance.now()
+    const qv = embedder.embedSync(q)
+    for (let i = 0; i < vectors.length; i++) {
+      let d = 0
+      const o = i * dim
+      for (let j = 0; j < dim; j++) d += (matrix[o + j] as number) * (qv[j] as number)
+      scores[i] = d
+    }
+    const top = Array.from(scores.keys()).sort((a, b) => (scores[b] as number) - (scores[a] as number)).slice(0, 8)
+    flat.push(performance.now() - s)
+    // Ties are common for short queries: a returned chunk counts if it scores at least the exact 8th best.
+    const eighth = (scores[top[top.length - 1] as number] as number) - 1e-6
+    const approx = await kb.search('bench', q, 8, 'vector')
+    wanted += top.length
+    found += approx.filter((h) => (scores[indexOf.get(`${h.file_id}:${h.chunk_index}`) ?? -1] ?? -2) >= eighth).length
+  }
+  latency['exact scan (baseline)'] = stats(flat)
+  const recall = found / (wanted || 1)
+
+  await kb.close()
+  await store.close()
+  store = openStore({ dir })
+  kb = openKb(dir, store)
+  let s = performance.now()
+  await kb.init()
+  const loadMs = performance.now() - s
+  await kb.close()
+  for (const f of readdirSync(join(dir, 'index'))) rmSync(join(dir, 'index', f))
+  kb = openKb(dir, store)
+  s = performance.now()
+  await kb.init()
+  const rebuildMs = performance.now() - s
+  await kb.close()
+  await store.close()
+  rmSync(dir, { recursive: true, force: true })
+
+  console.log(
+    `Local embedder (${embedder.id}), chunks of ${CHUNK_TOKENS} tokens with ${OVERLAP} overlap, HNSW M ${HNSW.m} efConstruction ${HNSW.efConstruction} ef ${HNSW.efSearch}; Node ${process.version}`,
+  )
+  console.log(`| measure | value |`)
+  console.log(`|---|---|`)
+  console.log(`| ingested | ${(bytes / 1e6).toFixed(1)} MB of text, ${files} files, ${chunks} chunks |`)
+  console.log(`| ingestion throughput (all), wall time | ${ingestMbps.toFixed(2)} MB/s |`)
+  console.log(`| ingestion throughput (all), per CPU-second | ${ingestCpuMbps.toFixed(2)} MB/s |`)
+  console.log(`| ingestion throughput (first 8 files, small index) | ${firstMbps.toFixed(2)} MB/s |`)
+  for (const [mode, st] of Object.entries(latency))
+    console.log(`| search ${mode} at ${chunks} chunks, k=8 | p50 ${st.p50.toFixed(3)} ms, p99 ${st.p99.toFixed(3)} ms |`)
+  console.log(`| HNSW recall@8 vs exact scan | ${(recall * 100).toFixed(1)}% |`)
+  console.log(`| restart: load saved graph + rebuild BM25 | ${(loadMs / 1000).toFixed(2)} s |`)
+  console.log(`| restart with graph file removed: rebuild from LMDB | ${(rebuildMs / 1000).toFixed(2)} s |`)
+}
+
+await main()

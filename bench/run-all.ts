@@ -1,0 +1,80 @@
+/**
+ * The whole benchmark suite, one table: `npm run bench` (after `npm run build`).
+ *
+ *   node dist/bench/run-all.js [--quick] [--profile] [--verbose] [--only relay,session,knowledge,streams,sustained]
+ *
+ * --quick    fewer rounds and a 10k-chunk knowledge base (about a minute and a half)
+ * --profile  run each gateway under node --cpu-prof and print its hottest functions after the table
+ * --verbose  print every arm's samples, percentiles, throughput and CPU per request as they are measured
+ *
+ * Every figure is a difference or a ratio against a baseline measured in the same run. Method: docs/benchmarks.md.
+ */
+import { mkdtempSync } from 'node:fs'
+import { cpus, loadavg, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { summarizeProfiles } from './lib/profile.js'
+import type { ScenarioContext } from './lib/stack.js'
+import { renderTable, type Row } from './lib/table.js'
+import { knowledgeScenario } from './scenarios/knowledge.js'
+import { relayScenario, type ScenarioResult } from './scenarios/relay.js'
+import { sessionScenario } from './scenarios/session.js'
+import { streamsScenario } from './scenarios/streams.js'
+import { sustainedScenario } from './scenarios/sustained.js'
+
+const SCENARIOS: Record<string, (ctx: ScenarioContext) => Promise<ScenarioResult>> = {
+  relay: relayScenario,
+  session: sessionScenario,
+  knowledge: knowledgeScenario,
+  streams: streamsScenario,
+  sustained: sustainedScenario,
+}
+
+function flag(argv: string[], name: string): string | undefined {
+  const i = argv.indexOf(`--${name}`)
+  if (i === -1) return undefined
+  const eq = argv.find((a) => a.startsWith(`--${name}=`))
+  return eq ? eq.slice(name.length + 3) : (argv[i + 1] ?? '')
+}
+
+export async function runSuite(argv: string[], defaults: string[] = Object.keys(SCENARIOS)): Promise<void> {
+  const quick = argv.includes('--quick')
+  const profile = argv.includes('--profile')
+  const verbose = argv.includes('--verbose')
+  const only = flag(argv, 'only')?.split(',').filter(Boolean) ?? defaults
+  const unknown = only.filter((n) => !(n in SCENARIOS))
+  if (unknown.length > 0) {
+    process.stderr.write(`unknown scenario(s) ${unknown.join(', ')}; choose from ${Object.keys(SCENARIOS).join(', ')}\n`)
+    process.exit(2)
+  }
+  const started = performance.now()
+  const log = (line: string): void => void process.stderr.write(`[${((performance.now() - started) / 1000).toFixed(0).padStart(3)} s] ${line}\n`)
+  const cpu = cpus()[0]?.model ?? 'unknown CPU'
+  log(`recallgate bench: ${cpus().length} × ${cpu}, Node ${process.version}, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}${quick ? ', quick' : ''}`)
+
+  const rows: Row[] = []
+  const problems: string[] = []
+  const profiles: Array<{ scenario: string; dir: string }> = []
+  for (const name of only) {
+    const cpuProfDir = profile ? mkdtempSync(join(tmpdir(), `recallgate-prof-${name}-`)) : undefined
+    if (cpuProfDir) profiles.push({ scenario: name, dir: cpuProfDir })
+    try {
+      const r = await (SCENARIOS[name] as (ctx: ScenarioContext) => Promise<ScenarioResult>)({ quick, verbose, cpuProfDir, log })
+      rows.push(...r.rows)
+      problems.push(...r.problems)
+    } catch (err) {
+      problems.push(`${name}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`)
+    }
+  }
+  const seconds = (performance.now() - started) / 1000
+  process.stdout.write(`\n${renderTable(rows)}\n\n`)
+  process.stdout.write(`${cpus().length} × ${cpu}, Node ${process.version}, ${seconds.toFixed(0)} s, load average at the end ${loadavg().map((l) => l.toFixed(1)).join(' ')}\n`)
+  const misses = rows.filter((r) => r.pass === false)
+  if (misses.length > 0) process.stdout.write(`targets missed: ${misses.map((r) => `${r.scenario} / ${r.measure}`).join('; ')}\n`)
+  for (const p of problems) process.stdout.write(`problem: ${p}\n`)
+  for (const p of profiles) process.stdout.write(`\nCPU profile of the gateway, ${p.scenario} (${p.dir}):\n${summarizeProfiles(p.dir)}\n`)
+  process.exitCode = problems.length > 0 ? 1 : 0
+}
+
+const entry = process.argv[1]
+if (entry !== undefined && import.meta.url === pathToFileURL(entry).href) await runSuite(process.argv.slice(2))

@@ -1,0 +1,147 @@
+/**
+ * Plain relay (issue 2's benchmark, issue 8's first scenario): the same small chat request sent direct to the mock
+ * provider, through the floor (bare node:http → undici pass-through) and through recallgate, interleaved.
+ *   - serial (one connection): latency added to a non-stream request, and to the first streamed chunk;
+ *   - 32 connections, closed loop: throughput, recallgate against the floor;
+ *   - the same through recallgate with retrieval on and no files (the default path: `useRAG` omitted).
+ * recallgate runs with a service key on the `unlimited` plan, `useRAG: false`, no session, LOG_LEVEL info (its
+ * request log written to /dev/null, as a log shipper would take it).
+ */
+import { chatRequest } from '../../src/cli/bench.js'
+import { describeArms, failures, interleave, throughput, type Arm, type ArmResult } from '../lib/interleave.js'
+import { BENCH_KEY, chatBody, PROVIDER_KEY, startStack, type ScenarioContext } from '../lib/stack.js'
+import { quantile, ratio, rps, signedUs, us } from '../lib/stats.js'
+import type { Row } from '../lib/table.js'
+
+export const MESSAGE = 'In two sentences, explain why a proxy should keep its upstream connections alive between requests.'
+
+export interface ScenarioResult {
+  rows: Row[]
+  problems: string[]
+}
+
+export async function relayScenario(ctx: ScenarioContext): Promise<ScenarioResult> {
+  const stack = await startStack({ floor: true, cpuProfDir: ctx.cpuProfDir, mock: { maxRecorded: 0 } })
+  const problems: string[] = []
+  try {
+    const { origins } = stack
+    const arms = (stream: boolean): Arm[] => {
+      const req = (extra: Record<string, unknown>) =>
+        chatRequest({ basePath: '/api/v1', serviceKey: BENCH_KEY, providerKey: PROVIDER_KEY, body: chatBody(MESSAGE, { ...extra, ...(stream ? { stream } : {}) }) })
+      return [
+        { name: 'direct', origin: origins.mock, request: req({ useRAG: false }), proc: stack.mock },
+        { name: 'floor', origin: origins.floor as string, request: req({ useRAG: false }), proc: stack.floor },
+        { name: 'recallgate', origin: origins.gateway, request: req({ useRAG: false }), proc: stack.gateway },
+        { name: 'recallgate+rag', origin: origins.gateway, request: req({}), proc: stack.gateway },
+      ]
+    }
+    const rounds = ctx.quick ? 4 : 10
+    const serialBatch = ctx.quick ? 200 : 400
+    const warmup = { connections: 4, requests: ctx.quick ? 500 : 1500 }
+
+    ctx.log(`relay: serial non-stream, ${rounds} rounds × ${serialBatch} requests per arm`)
+    const serial = await interleave(arms(false), { rounds, batch: { connections: 1, requests: serialBatch }, warmup, afterWarmup: () => stack.profileStart() })
+    ctx.log(`relay: serial stream`)
+    const stream = await interleave(arms(true), { rounds, batch: { connections: 1, requests: serialBatch }, warmup })
+    const seconds = ctx.quick ? 0.6 : 1
+    ctx.log(`relay: 32 connections, ${rounds} rounds × ${seconds} s per arm`)
+    const c32 = await interleave(arms(false), { rounds, batch: { connections: 32, durationMs: seconds * 1000 }, warmup: { connections: 32, durationMs: 500 } })
+    if (ctx.verbose) {
+      ctx.log(describeArms('relay, serial non-stream', serial))
+      ctx.log(describeArms('relay, serial stream', stream))
+      ctx.log(describeArms('relay, 32 connections', c32))
+    }
+    for (const m of [serial, stream, c32]) for (const r of m.values()) {
+      const f = failures(r)
+      if (f !== undefined) problems.push(`relay: ${f}`)
+    }
+
+    const get = (m: Map<string, ArmResult>, n: string): ArmResult => m.get(n) as ArmResult
+    const added = (m: Map<string, ArmResult>, arm: string, q: number, field: 'latencyMs' | 'ttftMs' = 'latencyMs') =>
+      quantile(get(m, arm)[field], q) - quantile(get(m, 'direct')[field], q)
+    const perRound = (m: Map<string, ArmResult>, arm: string, field: 'p50' | 'ttftP50') => {
+      const d = get(m, arm).rounds.map((r, i) => r[field] - (get(m, 'direct').rounds[i]?.[field] ?? NaN))
+      return `rounds ${signedUs(Math.min(...d))}…${signedUs(Math.max(...d))}`
+    }
+    const rows: Row[] = []
+    const p50 = (m: Map<string, ArmResult>, n: string, field: 'latencyMs' | 'ttftMs' = 'latencyMs') => quantile(get(m, n)[field], 0.5)
+    const p99 = (m: Map<string, ArmResult>, n: string) => quantile(get(m, n).latencyMs, 0.99)
+
+    const a50 = added(serial, 'recallgate', 0.5)
+    rows.push({
+      scenario: 'plain relay',
+      measure: 'serial p50 latency, non-stream',
+      baseline: `direct ${us(p50(serial, 'direct'))}; floor ${signedUs(added(serial, 'floor', 0.5))}`,
+      value: us(p50(serial, 'recallgate')),
+      delta: `${signedUs(a50)} (${perRound(serial, 'recallgate', 'p50')})`,
+      target: '≤ +150 µs',
+      pass: a50 <= 0.15,
+    })
+    rows.push({
+      scenario: 'plain relay',
+      measure: 'serial p99 latency, non-stream',
+      baseline: `direct ${us(p99(serial, 'direct'))}; floor ${signedUs(added(serial, 'floor', 0.99))}`,
+      value: us(p99(serial, 'recallgate')),
+      delta: signedUs(added(serial, 'recallgate', 0.99)),
+      target: '',
+    })
+    const t50 = added(stream, 'recallgate', 0.5, 'ttftMs')
+    rows.push({
+      scenario: 'plain relay',
+      measure: 'serial p50 time to first chunk, stream',
+      baseline: `direct ${us(p50(stream, 'direct', 'ttftMs'))}; floor ${signedUs(added(stream, 'floor', 0.5, 'ttftMs'))}`,
+      value: us(p50(stream, 'recallgate', 'ttftMs')),
+      delta: `${signedUs(t50)} (${perRound(stream, 'recallgate', 'ttftP50')})`,
+      target: '≤ +200 µs',
+      pass: t50 <= 0.2,
+    })
+    rows.push({
+      scenario: 'plain relay',
+      measure: 'serial p50 whole stream',
+      baseline: `direct ${us(p50(stream, 'direct'))}; floor ${signedUs(added(stream, 'floor', 0.5))}`,
+      value: us(p50(stream, 'recallgate')),
+      delta: signedUs(added(stream, 'recallgate', 0.5)),
+      target: '',
+    })
+    const tr = throughput(get(c32, 'recallgate')) / throughput(get(c32, 'floor'))
+    rows.push({
+      scenario: 'plain relay',
+      measure: 'throughput, 32 connections',
+      baseline: `floor ${rps(throughput(get(c32, 'floor')))}; direct ${rps(throughput(get(c32, 'direct')))}`,
+      value: rps(throughput(get(c32, 'recallgate'))),
+      delta: ratio(tr),
+      target: '≥ 0.80× floor',
+      pass: tr >= 0.8,
+    })
+    rows.push({
+      scenario: 'plain relay',
+      measure: 'CPU per request, 32 connections',
+      baseline: `floor ${us(get(c32, 'floor').cpuUsPerRequest / 1000)}`,
+      value: us(get(c32, 'recallgate').cpuUsPerRequest / 1000),
+      delta: ratio(get(c32, 'recallgate').cpuUsPerRequest / get(c32, 'floor').cpuUsPerRequest),
+      target: '',
+    })
+    const r50 = added(serial, 'recallgate+rag', 0.5)
+    rows.push({
+      scenario: 'relay, RAG on, no files',
+      measure: 'serial p50 latency, non-stream',
+      baseline: `direct ${us(p50(serial, 'direct'))}`,
+      value: us(p50(serial, 'recallgate+rag')),
+      delta: signedUs(r50),
+      target: '≤ +2 ms',
+      pass: r50 <= 2,
+    })
+    const trr = throughput(get(c32, 'recallgate+rag')) / throughput(get(c32, 'floor'))
+    rows.push({
+      scenario: 'relay, RAG on, no files',
+      measure: 'throughput, 32 connections',
+      baseline: `floor ${rps(throughput(get(c32, 'floor')))}`,
+      value: rps(throughput(get(c32, 'recallgate+rag'))),
+      delta: ratio(trr),
+      target: '',
+    })
+    return { rows, problems }
+  } finally {
+    await stack.close()
+  }
+}
