@@ -358,17 +358,10 @@ t.test('configured limits, each with its 4xx', async (t) => {
   t.same((await (await h.fetch('/api/v1/files')).json() as { data: Array<{ filename: string }> }).data.map((f) => f.filename), ['big.txt'], 'no refused file was kept')
 })
 
-// Known faults in modules this suite does not own: the checks run, and are marked todo until those are fixed.
-const TODO_DEEP_JSON = 'src/rag/extract-data.ts walk(): past MAX_DEPTH, JSON.stringify of the remaining value overflows the stack → 500'
-const TODO_QUADRATIC =
-  'gpt-tokenizer’s BPE is quadratic in the length of one pre-token (40,000 CJK characters with no break: ~15 s of ' +
-  'blocked event loop, from a 120 KB body). src/context/tokenizer.ts scheme().count and src/rag/chunker.ts ' +
-  'countO200k should count runs longer than ~1,000 characters in bounded slices.'
-
 t.test('a JSON file nested deeper than the stack', async (t) => {
   const h = await startHarness(t)
   const r = await json(h, '/api/v1/files', { filename: 'deep.json', content: `${'['.repeat(20_000)}1${']'.repeat(20_000)}` })
-  t.ok(r.status < 500, `status ${r.status}`, { todo: TODO_DEEP_JSON })
+  t.equal(r.status, 201, 'indexed, with the part past the nesting limit left out')
 })
 
 t.test('one long run of text without word breaks does not stall the server', async (t) => {
@@ -379,5 +372,7 @@ t.test('one long run of text without word breaks does not stall the server', asy
   const r = await json(h, '/api/v1/chat/completions', { model: 'test/tiny', messages: [{ role: 'user', content: '漢'.repeat(12_000) }], useRAG: false })
   loop.disable()
   t.equal(r.status, 400)
-  t.ok(loop.max / 1e6 < 250, `longest event-loop stall ${Math.round(loop.max / 1e6)} ms`, { todo: TODO_QUADRATIC })
+  // Reported, not asserted (no timed assertions in tests): the guard is test/bounded-count.test.ts, which checks that
+  // no slice longer than the bound ever reaches the tokenizer. Unbounded, this request stalled the loop ~1.2 s.
+  t.comment(`longest event-loop stall ${Math.round(loop.max / 1e6)} ms`)
 })

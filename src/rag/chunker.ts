@@ -10,6 +10,7 @@
  */
 import { encode } from 'gpt-tokenizer'
 import { gatewayError } from '../errors.js'
+import { boundedCount } from '../context/bounded-count.js'
 import type { Tokens } from '../types.js'
 import type { Block } from './text-builder.js'
 
@@ -39,7 +40,9 @@ export interface ChunkOptions {
 
 const NO_SPECIAL = new Set<string>()
 /** Text containing `<|endoftext|>` is still just text here: count it, don't throw. */
-export const countO200k = (text: string): Tokens => encode(text, { disallowedSpecial: NO_SPECIAL }).length
+/** o200k count, linear on hostile input (see context/bounded-count.ts). */
+export const countO200k = (text: string): Tokens =>
+  boundedCount(text, (t) => encode(t, { disallowedSpecial: NO_SPECIAL }).length)
 
 interface Unit {
   start: number

@@ -46,8 +46,22 @@ function walk(v: unknown, path: string, depth: number, lines: string[]): void {
   } else if (isObject(v) && Object.keys(v).length > 0 && depth < MAX_DEPTH) {
     for (const [k, x] of Object.entries(v)) walk(x, key(k, path), depth + 1, lines)
   } else {
-    const s = typeof v === 'string' ? v : JSON.stringify(v)
+    const s = typeof v === 'string' ? v : compact(v)
     lines.push(path ? `${path}: ${s}` : s)
+  }
+}
+
+/**
+ * One-line JSON of what lies past MAX_DEPTH. V8's JSON.parse accepts nesting that JSON.stringify then overflows the
+ * stack on (thousands of levels): such a remainder is not text anyone searches for, so it is left out with a marker
+ * rather than failing the whole upload with a 500.
+ */
+function compact(v: unknown): string {
+  try {
+    return JSON.stringify(v) ?? 'null'
+  } catch (err) {
+    if (err instanceof RangeError) return '[nested too deeply to index]'
+    throw err
   }
 }
 
