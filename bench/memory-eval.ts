@@ -53,6 +53,11 @@ interface Arm {
   tuning?: Partial<RecallTuning>
 }
 
+interface Cell {
+  evidence: number
+  hits: number
+}
+
 interface ArmResult {
   arm: string
   questions: number
@@ -60,7 +65,8 @@ interface ArmResult {
   hits: number
   /** Questions with every evidence turn in the prompt. */
   complete: number
-  byCategory: Map<number, { evidence: number; hits: number }>
+  byCategory: Map<number, Cell>
+  byConversation: Map<string, Cell>
   recalled: number
   promptTokens: number
   overWindow: number
@@ -193,10 +199,14 @@ async function ask(gw: Gateway, mock: MockUpstream, c: Conversation, r: ArmResul
     const prompt = squash(sent.map((m) => m.content).join('\n'))
     let hits = 0
     for (const id of q.evidence) if (prompt.includes(squash(c.text.get(id) ?? '\u0000'))) hits++
-    const cat = r.byCategory.get(q.category) ?? { evidence: 0, hits: 0 }
-    cat.evidence += q.evidence.length
-    cat.hits += hits
-    r.byCategory.set(q.category, cat)
+    const tally = <K>(map: Map<K, Cell>, key: K): void => {
+      const cell = map.get(key) ?? { evidence: 0, hits: 0 }
+      cell.evidence += q.evidence.length
+      cell.hits += hits
+      map.set(key, cell)
+    }
+    tally(r.byCategory, q.category)
+    tally(r.byConversation, c.name)
     r.questions++
     r.evidence += q.evidence.length
     r.hits += hits
@@ -241,7 +251,19 @@ async function main(): Promise<void> {
   const conversations = loadConversations()
   const plan = arms()
   const results = plan.map(
-    (a): ArmResult => ({ arm: a.name, questions: 0, evidence: 0, hits: 0, complete: 0, byCategory: new Map(), recalled: 0, promptTokens: 0, overWindow: 0, miscounted: 0 }),
+    (a): ArmResult => ({
+      arm: a.name,
+      questions: 0,
+      evidence: 0,
+      hits: 0,
+      complete: 0,
+      byCategory: new Map(),
+      byConversation: new Map(),
+      recalled: 0,
+      promptTokens: 0,
+      overWindow: 0,
+      miscounted: 0,
+    }),
   )
   const mock = await startMockUpstream({ models: [{ id: SMALL, context_length: WINDOW }, { id: LARGE, context_length: 1_000_000 }], maxRecorded: 2 })
   const clock = { now: Date.UTC(2023, 0, 1) }
@@ -271,19 +293,22 @@ async function main(): Promise<void> {
   }
 
   if (process.argv.includes('--json')) {
-    process.stdout.write(`${JSON.stringify(results.map((r) => ({ ...r, byCategory: Object.fromEntries(r.byCategory) })), null, 2)}\n`)
+    const plain = results.map((r) => ({ ...r, byCategory: Object.fromEntries(r.byCategory), byConversation: Object.fromEntries(r.byConversation) }))
+    process.stdout.write(`${JSON.stringify(plain, null, 2)}\n`)
     return
   }
+  const names = conversations.map((c) => c.name)
   const rows = results.map((r) => [
     r.arm,
     pct(r.hits, r.evidence),
     pct(r.complete, r.questions),
     ...[1, 2, 3, 4].map((k) => pct(r.byCategory.get(k)?.hits ?? 0, r.byCategory.get(k)?.evidence ?? 0)),
+    ...names.map((n) => pct(r.byConversation.get(n)?.hits ?? 0, r.byConversation.get(n)?.evidence ?? 0)),
     (r.recalled / Math.max(1, r.questions)).toFixed(1),
     Math.round(r.promptTokens / Math.max(1, r.questions)).toString(),
     `${r.overWindow}/${r.miscounted}`,
   ])
-  const head = ['arm', 'evidence in prompt', 'questions complete', 'multi-hop', 'temporal', 'open-domain', 'single-hop', 'recalled/q', 'prompt tokens/q', 'over window/miscounted']
+  const head = ['arm', 'evidence in prompt', 'questions complete', 'multi-hop', 'temporal', 'open-domain', 'single-hop', ...names, 'recalled/q', 'prompt tokens/q', 'over window/miscounted']
   const width = head.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] as string).length)))
   const line = (cells: string[]): string => `| ${cells.map((c, i) => c.padEnd(width[i] as number)).join(' | ')} |`
   const first = results[0]

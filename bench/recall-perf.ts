@@ -2,15 +2,17 @@
  * What long-term recall adds to a request's latency, for a 700-turn session whose history does not fit the window
  * (target ≤ 2 ms p50), against the same request without recall, measured in the same run.
  *
- * Method: one mock OpenRouter and two gateways in this process (real HTTP on 127.0.0.1, real LMDB in temp dirs, the
- * local embedder): A with RECALL=on, B with RECALL=off. The same 700 turns (LoCoMo turns from
- * ../shared/data/locomo/, in order, A's speaker as `user`) are replayed into one session of each through the API.
- * Then LoCoMo questions (categories 1–4) are asked on a 4,096-token model, `saveToMemory: false`, `useRAG: false`,
- * non-streaming, alternating A and B request by request (A first on even rounds, B first on odd ones) so noise from
- * this shared 2-core machine lands on both alike. Latency is the client's, from sending the request to the parsed JSON
- * body (the mock answers at once). Added latency = p50(A) − p50(B), and the median of per-question differences.
- * After the replay every index is loaded (the first question of a session after a restart pays the index load:
- * timed separately as "cold").
+ * Method: two gateways in this process (real HTTP on 127.0.0.1, real LMDB in temp dirs, the local embedder): A with
+ * RECALL=on, B with RECALL=off. The same 700 turns (LoCoMo turns from ../shared/data/locomo/, in order, A's speaker as
+ * `user`) are replayed into one session of each through the API, against an in-process mock scripted to reply each
+ * B turn. Both gateways are then restarted against a mock in its own process (bench/lib/procs.ts): the mock counts
+ * every prompt's tokens for `usage`, which costs more for prompts it has not seen before (the recall block changes
+ * with each question, the newest turns do not), and in this process that would be charged to recall. Then LoCoMo
+ * questions (categories 1–4) are asked on a 4,096-token model, `saveToMemory: false`, `useRAG: false`, non-streaming,
+ * alternating A and B request by request (A first on even rounds, B first on odd ones) so noise from this shared
+ * 2-core machine lands on both alike. Latency is the client's, from sending the request to the parsed JSON body.
+ * Added latency = p50(A) − p50(B), and the median of per-question differences. The first question after the restart
+ * pays the index load (BM25 rebuilt from LMDB, the graph read from its file): timed separately as "cold".
  *
  * Results: FILLED IN BELOW FROM THE RUNS
  *
@@ -24,6 +26,7 @@ import { fileURLToPath } from 'node:url'
 import { loadConfig } from '../src/config.js'
 import { startGateway, type Gateway } from '../src/main.js'
 import { startMockUpstream, type MockUpstream } from '../src/mock-upstream.js'
+import { spawnRole } from './lib/procs.js'
 import { quantile } from './lib/stats.js'
 
 const KEY = 'rg_recall_perf_key_0001'
@@ -74,9 +77,22 @@ async function post(gw: Gateway, body: Record<string, unknown>): Promise<Record<
   return json
 }
 
-async function start(mock: MockUpstream, dataDir: string, env: Record<string, string>): Promise<Gateway> {
-  const config = loadConfig({ PORT: '0', UPSTREAM_BASE_URL: mock.url, DATA_DIR: dataDir, SERVICE_KEYS: `${KEY}:unlimited`, LOG_LEVEL: 'warn', ...env })
-  return startGateway(config, { logDestination: new Writable({ write: (_c, _e, cb) => cb() }), onBootstrapKey: () => undefined })
+/** The gateway's own time per chat request, from its request log: durationMs − upstreamMs. */
+type Overheads = number[]
+
+async function start(upstream: string, dataDir: string, env: Record<string, string>, overheads: Overheads = []): Promise<Gateway> {
+  const config = loadConfig({ PORT: '0', UPSTREAM_BASE_URL: upstream, DATA_DIR: dataDir, SERVICE_KEYS: `${KEY}:unlimited`, LOG_LEVEL: 'info', ...env })
+  const log = new Writable({
+    write: (chunk: Buffer, _e, cb) => {
+      for (const line of chunk.toString('utf8').split('\n')) {
+        if (!line.includes('"route":"/api/v1/chat/completions"')) continue
+        const r = JSON.parse(line) as { durationMs?: number; upstreamMs?: number }
+        if (r.durationMs !== undefined && r.upstreamMs !== undefined) overheads.push(r.durationMs - r.upstreamMs)
+      }
+      cb()
+    },
+  })
+  return startGateway(config, { logDestination: log, onBootstrapKey: () => undefined })
 }
 
 /** Exchanges of one user turn (or more) and the assistant turn after it, as the chat API saves them. */
@@ -108,20 +124,26 @@ async function main(): Promise<void> {
   const warmup = arg('warmup', 60)
   const topK = arg('top-k', 0)
   const { messages, questions } = corpus(turns)
-  const mock = await startMockUpstream({ models: [{ id: SMALL, context_length: 4096 }, { id: LARGE, context_length: 1_000_000 }], maxRecorded: 1 })
+  const models = [{ id: SMALL, context_length: 4096 }, { id: LARGE, context_length: 1_000_000 }]
   const dirs = [mkdtempSync(join(tmpdir(), 'recallgate-recall-perf-')), mkdtempSync(join(tmpdir(), 'recallgate-recall-perf-'))] as const
   const envA = { RECALL: 'on', ...(topK > 0 ? { RECALL_TOP_K: String(topK) } : {}) }
+  const script = await startMockUpstream({ models, maxRecorded: 1 })
+  const mock = await spawnRole({ role: 'mock', options: { models, maxRecorded: 1 } })
   try {
-    let a = await start(mock, dirs[0], envA)
-    let b = await start(mock, dirs[1], { RECALL: 'off' })
-    await replay(a, mock, messages)
-    await replay(b, mock, messages)
-    // Restart A: its first recall loads the session's index from LMDB and the graph file (the cold case).
-    await a.close()
-    a = await start(mock, dirs[0], envA)
+    for (const [dir, env] of [[dirs[0], envA], [dirs[1], { RECALL: 'off' }]] as const) {
+      const gw = await start(script.url, dir, env)
+      await replay(gw, script, messages)
+      await gw.close()
+    }
+    const overA: Overheads = []
+    const overB: Overheads = []
+    const a = await start(mock.url, dirs[0], envA, overA)
+    const b = await start(mock.url, dirs[1], { RECALL: 'off' }, overB)
     const cold = await timed(a, questions[0] ?? 'what happened?')
     const coldB = await timed(b, questions[0] ?? 'what happened?')
 
+    overA.length = 0
+    overB.length = 0
     const samples = { a: [] as number[], b: [] as number[], diff: [] as number[] }
     let recalled = 0
     for (let i = 0; i < warmup + rounds; i++) {
@@ -130,7 +152,11 @@ async function main(): Promise<void> {
       const r1 = await timed(first, q)
       const r2 = await timed(first === a ? b : a, q)
       const [ra, rb] = first === a ? [r1, r2] : [r2, r1]
-      if (i < warmup) continue
+      if (i < warmup) {
+        overA.length = 0
+        overB.length = 0
+        continue
+      }
       samples.a.push(ra.ms)
       samples.b.push(rb.ms)
       samples.diff.push(ra.ms - rb.ms)
@@ -152,13 +178,17 @@ async function main(): Promise<void> {
         `| recall (RECALL=on) | ${f(p50a)} | ${f(quantile(samples.a, 0.9))} | ${f(quantile(samples.a, 0.99))} |`,
         `| added (p50 A − p50 B) | ${f(added)} | | |`,
         `| added (median of per-question A − B) | ${f(quantile(samples.diff, 0.5))} | | |`,
+        `| gateway's own time, no recall (duration − upstream, from its log) | ${f(quantile(overB, 0.5))} | ${f(quantile(overB, 0.9))} | ${f(quantile(overB, 0.99))} |`,
+        `| gateway's own time, recall | ${f(quantile(overA, 0.5))} | ${f(quantile(overA, 0.9))} | ${f(quantile(overA, 0.99))} |`,
+        `| added in the gateway (p50 A − p50 B) | ${f(quantile(overA, 0.5) - quantile(overB, 0.5))} | | |`,
         `cold first request after a restart (index load): recall ${f(cold.ms)}, no recall ${f(coldB.ms)}`,
         `target: added ≤ 2 ms p50 — ${added <= 2 ? 'met' : 'MISSED'}`,
         '',
       ].join('\n'),
     )
   } finally {
-    await mock.close()
+    await script.close()
+    await mock.stop()
     for (const d of dirs) rmSync(d, { recursive: true, force: true })
   }
 }

@@ -1,11 +1,14 @@
 /**
  * The whole benchmark suite, one table: `npm run bench` (after `npm run build`).
  *
- *   node dist/bench/run-all.js [--quick] [--profile] [--verbose] [--only relay,session,knowledge,streams,sustained]
+ *   node dist/bench/run-all.js [--quick] [--profile] [--verbose] [--ab DIR] [--only relay,session,knowledge,streams,sustained]
  *
  * --quick    fewer rounds and a 10k-chunk knowledge base (about a minute and a half)
- * --profile  run each gateway under node --cpu-prof and print its hottest functions after the table
+ * --profile  profile the servers (V8's sampling profiler, as node --cpu-prof) in each measured phase and print their
+ *            hottest functions after the table, per request where the phase counted them
  * --verbose  print every arm's samples, percentiles, throughput and CPU per request as they are measured
+ * --ab DIR   A/B: also run the gateway of another build (DIR = a copy of `dist`, e.g. from before a change, next to a
+ *            package.json with "type": "module" and a node_modules) as an interleaved arm `before` (relay, streams)
  *
  * Every figure is a difference or a ratio against a baseline measured in the same run. Method: docs/benchmarks.md.
  */
@@ -42,6 +45,7 @@ export async function runSuite(argv: string[], defaults: string[] = Object.keys(
   const profile = argv.includes('--profile')
   const verbose = argv.includes('--verbose')
   const only = flag(argv, 'only')?.split(',').filter(Boolean) ?? defaults
+  const abDist = flag(argv, 'ab') || undefined
   const unknown = only.filter((n) => !(n in SCENARIOS))
   if (unknown.length > 0) {
     process.stderr.write(`unknown scenario(s) ${unknown.join(', ')}; choose from ${Object.keys(SCENARIOS).join(', ')}\n`)
@@ -50,7 +54,7 @@ export async function runSuite(argv: string[], defaults: string[] = Object.keys(
   const started = performance.now()
   const log = (line: string): void => void process.stderr.write(`[${((performance.now() - started) / 1000).toFixed(0).padStart(3)} s] ${line}\n`)
   const cpu = cpus()[0]?.model ?? 'unknown CPU'
-  log(`recallgate bench: ${cpus().length} × ${cpu}, Node ${process.version}, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}${quick ? ', quick' : ''}`)
+  log(`recallgate bench: ${cpus().length} × ${cpu}, Node ${process.version}, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}${quick ? ', quick' : ''}${abDist ? `, A/B against ${abDist}` : ''}`)
 
   const rows: Row[] = []
   const problems: string[] = []
@@ -59,7 +63,7 @@ export async function runSuite(argv: string[], defaults: string[] = Object.keys(
     const cpuProfDir = profile ? mkdtempSync(join(tmpdir(), `recallgate-prof-${name}-`)) : undefined
     if (cpuProfDir) profiles.push({ scenario: name, dir: cpuProfDir })
     try {
-      const r = await (SCENARIOS[name] as (ctx: ScenarioContext) => Promise<ScenarioResult>)({ quick, verbose, cpuProfDir, log })
+      const r = await (SCENARIOS[name] as (ctx: ScenarioContext) => Promise<ScenarioResult>)({ quick, verbose, cpuProfDir, abDist, log })
       rows.push(...r.rows)
       problems.push(...r.problems)
     } catch (err) {
@@ -72,7 +76,7 @@ export async function runSuite(argv: string[], defaults: string[] = Object.keys(
   const misses = rows.filter((r) => r.pass === false)
   if (misses.length > 0) process.stdout.write(`targets missed: ${misses.map((r) => `${r.scenario} / ${r.measure}`).join('; ')}\n`)
   for (const p of problems) process.stdout.write(`problem: ${p}\n`)
-  for (const p of profiles) process.stdout.write(`\nCPU profile of the gateway, ${p.scenario} (${p.dir}):\n${summarizeProfiles(p.dir)}\n`)
+  for (const p of profiles) process.stdout.write(`\nCPU profiles, ${p.scenario} (${p.dir}):\n${summarizeProfiles(p.dir)}\n`)
   process.exitCode = problems.length > 0 ? 1 : 0
 }
 

@@ -78,7 +78,7 @@ export interface Config {
   recallEnabled: boolean
   /** Most tokens the block of recalled older turns may take (framing included). */
   recallMaxTokens: Tokens
-  /** Turns each ranking (BM25, vectors) offers recall per request. */
+  /** Most turns each ranking (BM25, vectors) offers recall per request (fewer when the block's room is small). */
   recallTopK: number
   /** Sessions whose recall indexes stay loaded in memory (least recently used evicted). */
   recallLoadedSessions: number
@@ -127,9 +127,9 @@ export const DEFAULTS = {
   CHUNK_TOKENS: '192',
   CHUNK_OVERLAP: '80',
   RECALL: 'on',
-  RECALL_RECENT_SHARE: '0.5',
+  RECALL_RECENT_SHARE: '0.2',
   RECALL_MAX_TOKENS: '4000',
-  RECALL_TOP_K: '40',
+  RECALL_TOP_K: '100',
   RECALL_LOADED_SESSIONS: '64',
   EMBEDDINGS: 'local',
   EMBEDDINGS_BASE_URL: '',

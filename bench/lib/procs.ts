@@ -28,6 +28,11 @@ export interface Proc {
 export interface SpawnOptions {
   /** Milliseconds to wait for the child to be ready; default 120 s (a large knowledge base loads slowly). */
   readyTimeoutMs?: number
+  /**
+   * The role script to fork; default this build's role.js. `--ab DIR` points it at another build's
+   * `DIR/bench/lib/role.js`, so a gateway from before a change runs as one more interleaved arm.
+   */
+  script?: string
 }
 
 const ROLE_SCRIPT = fileURLToPath(new URL('./role.js', import.meta.url))
@@ -39,7 +44,7 @@ process.once('exit', () => {
 
 export async function spawnRole(spec: RoleSpec, o: SpawnOptions = {}): Promise<Proc> {
   // stdout (the gateway's JSON request log) goes to /dev/null: written, as in production, but not shown.
-  const child = fork(ROLE_SCRIPT, [], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
+  const child = fork(o.script ?? ROLE_SCRIPT, [], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
   live.add(child)
   child.once('exit', () => live.delete(child))
   const pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>()

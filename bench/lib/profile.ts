@@ -1,7 +1,10 @@
 /**
- * Reads the V8 CPU profiles (`.cpuprofile`, the format `node --cpu-prof` writes) a gateway wrote during a scenario's
- * measured phase and prints where its time went: self time per function (file:line), self time per file, and the
+ * Reads the V8 CPU profiles (`.cpuprofile`, the format `node --cpu-prof` writes) the servers wrote during a scenario's
+ * measured phases and prints where their time went: self time per function (file:line), self time per file, and the
  * inclusive time of the gateway's own functions (src/…), which is what names a hot path ("logRequest: 20 %").
+ * One profile per phase and process (`<phase>.<role>.cpuprofile`, see Stack.profileStop); when the phase recorded how
+ * many requests the process served, every figure is also given in µs per request, which compares across phases,
+ * processes and runs where a share of a differently sized total does not.
  */
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -34,14 +37,14 @@ export interface HotSpots {
   totalMs: number
 }
 
-export function hotSpots(dir: string): HotSpots {
+export function hotSpots(files: readonly string[]): HotSpots {
   const self = new Map<string, number>()
   const file = new Map<string, number>()
   const incl = new Map<string, number>()
   let total = 0
   const add = (m: Map<string, number>, k: string, dt: number): void => void m.set(k, (m.get(k) ?? 0) + dt)
-  for (const name of readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'))) {
-    const p = JSON.parse(readFileSync(join(dir, name), 'utf8')) as CpuProfile
+  for (const name of files) {
+    const p = JSON.parse(readFileSync(name, 'utf8')) as CpuProfile
     const byId = new Map(p.nodes.map((n) => [n.id, n]))
     const parent = new Map<number, number>()
     for (const n of p.nodes) for (const c of n.children ?? []) parent.set(c, n.id)
@@ -86,21 +89,55 @@ function shorten(url: string): string {
   return url.replace(/^file:\/\//, '')
 }
 
-export function summarizeProfiles(dir: string, n = 15): string {
-  let spots: HotSpots
+/** The profiles in `dir` grouped by `<phase>.<role>` (files of older runs, `gateway-<pid>-<time>`, are `measured.gateway`). */
+function profileGroups(dir: string): Map<string, string[]> {
+  const groups = new Map<string, string[]>()
+  for (const f of readdirSync(dir).filter((n) => n.endsWith('.cpuprofile')).sort()) {
+    const name = f.slice(0, -'.cpuprofile'.length)
+    const key = /^[\w-]+\.(gateway|floor|before)$/.test(name) ? name : 'measured.gateway'
+    groups.set(key, [...(groups.get(key) ?? []), join(dir, f)])
+  }
+  return groups
+}
+
+function requestsOf(dir: string, group: string): number | undefined {
   try {
-    spots = hotSpots(dir)
+    const meta = JSON.parse(readFileSync(join(dir, `${group}.json`), 'utf8')) as { requests?: number | null }
+    return typeof meta.requests === 'number' && meta.requests > 0 ? meta.requests : undefined
+  } catch {
+    // No sidecar (an older profile, or a phase that did not count requests): shares only.
+    return undefined
+  }
+}
+
+export function summarizeProfiles(dir: string, n = 15): string {
+  const out: string[] = []
+  let groups: Map<string, string[]>
+  try {
+    groups = profileGroups(dir)
   } catch (err) {
     return `  (no profile read: ${(err as Error).message})`
   }
-  if (spots.totalMs === 0) return '  (empty profile)'
-  const line = (h: HotSpot): string => `  ${(h.share * 100).toFixed(1).padStart(5)} %  ${h.ms.toFixed(0).padStart(6)} ms  ${h.name}`
-  return [
-    `  busy ${spots.totalMs.toFixed(0)} ms sampled (idle excluded). Self time by function:`,
-    ...spots.functions.slice(0, n).map(line),
-    '  Self time by file:',
-    ...spots.files.slice(0, 10).map(line),
-    "  Inclusive time of the gateway's own functions (src/):",
-    ...spots.inclusive.slice(0, n).map(line),
-  ].join('\n')
+  if (groups.size === 0) return '  (no profile written)'
+  for (const [group, files] of groups) {
+    const spots = hotSpots(files)
+    if (spots.totalMs === 0) {
+      out.push(`  ${group}: empty profile`)
+      continue
+    }
+    const requests = requestsOf(dir, group)
+    const perReq = (ms: number): string => (requests === undefined ? '' : `${((ms * 1000) / requests).toFixed(1).padStart(7)} µs/req`)
+    const line = (h: HotSpot): string => `  ${(h.share * 100).toFixed(1).padStart(5)} %  ${h.ms.toFixed(0).padStart(6)} ms ${perReq(h.ms)}  ${h.name}`
+    const full = !group.endsWith('.floor')
+    out.push(
+      `  ${group}: busy ${spots.totalMs.toFixed(0)} ms sampled (idle excluded)` +
+        (requests === undefined ? '' : `, ${requests} requests, ${perReq(spots.totalMs).trim()}`) +
+        '. Self time by function:',
+      ...spots.functions.slice(0, full ? n : 8).map(line),
+    )
+    if (!full) continue
+    out.push('  Self time by file:', ...spots.files.slice(0, 10).map(line))
+    out.push("  Inclusive time of the gateway's own functions (src/):", ...spots.inclusive.slice(0, n).map(line))
+  }
+  return out.join('\n')
 }

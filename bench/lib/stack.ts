@@ -2,9 +2,9 @@
  * The process layout every scenario uses: a mock provider, a recallgate gateway and optionally the floor
  * pass-through, each in its own child process, with the load generator in this one.
  */
-import { mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
 import type { MockUpstreamOptions } from '../../src/mock-upstream.js'
 import { spawnRole, type Proc } from './procs.js'
 
@@ -17,13 +17,26 @@ export interface Stack {
   mock: Proc
   gateway: Proc
   floor: Proc | undefined
+  /** The gateway of another build (`--ab DIR`), same configuration, its own DATA_DIR. */
+  before: Proc | undefined
   /** Origins (scheme://host:port) of each server. */
-  origins: { mock: string; gateway: string; floor: string | undefined }
+  origins: { mock: string; gateway: string; floor: string | undefined; before: string | undefined }
   dataDir: string
-  /** Start profiling the gateway (a no-op unless the stack was started with cpuProfDir): call after warmup. */
+  /**
+   * Start profiling the gateway, and the floor and the other build's gateway when they run (a no-op unless the stack
+   * was started with cpuProfDir): call after warmup.
+   */
   profileStart(): Promise<void>
+  /**
+   * Stop the profilers and write one profile per process as `<dir>/<phase>.<role>.cpuprofile`, with the requests each
+   * process served in the phase (for µs per request) in `<dir>/<phase>.<role>.json`. A profile still running at
+   * close() is written as phase `measured`.
+   */
+  profileStop(phase: string, requests?: Partial<Record<ProfiledRole, number>>): Promise<void>
   close(): Promise<void>
 }
+
+export type ProfiledRole = 'gateway' | 'floor' | 'before'
 
 export interface StackOptions {
   mock?: MockUpstreamOptions
@@ -32,8 +45,10 @@ export interface StackOptions {
   floor?: boolean
   /** Use this DATA_DIR (kept); default a temp dir removed on close. */
   dataDir?: string
-  /** Profile the gateway from profileStart() to close() and write the profile here. */
+  /** Profile the gateway from profileStart() to profileStop()/close() and write the profiles here. */
   cpuProfDir?: string | undefined
+  /** Another build's `dist` directory: start its gateway too, as `before` (see SpawnOptions.script). */
+  abDist?: string | undefined
 }
 
 export async function startStack(o: StackOptions = {}): Promise<Stack> {
@@ -42,36 +57,64 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
   try {
     const mock = await spawnRole({ role: 'mock', options: { maxRecorded: 1, ...o.mock } })
     started.push(mock)
-    const gateway = await spawnRole(
-      {
-        role: 'gateway',
-        env: {
-          PORT: '0',
-          HOST: '127.0.0.1',
-          UPSTREAM_BASE_URL: mock.url,
-          DATA_DIR: dataDir,
-          SERVICE_KEYS: `${BENCH_KEY}:unlimited`,
-          ...o.env,
-        },
-      },
-    )
+    const gatewayEnv: Record<string, string> = {
+      PORT: '0',
+      HOST: '127.0.0.1',
+      UPSTREAM_BASE_URL: mock.url,
+      DATA_DIR: dataDir,
+      SERVICE_KEYS: `${BENCH_KEY}:unlimited`,
+      ...o.env,
+    }
+    const gateway = await spawnRole({ role: 'gateway', env: gatewayEnv })
     started.push(gateway)
     const mockOrigin = new URL(mock.url).origin
     const floor = o.floor ? await spawnRole({ role: 'floor', upstreamOrigin: mockOrigin, connections: 128 }) : undefined
     if (floor) started.push(floor)
+    let beforeDataDir: string | undefined
+    let before: Proc | undefined
+    if (o.abDist !== undefined) {
+      const script = join(resolve(o.abDist), 'bench', 'lib', 'role.js')
+      if (!existsSync(script)) throw new Error(`--ab: no ${script} (point it at a build's dist directory)`)
+      beforeDataDir = mkdtempSync(join(tmpdir(), 'recallgate-bench-before-'))
+      before = await spawnRole({ role: 'gateway', env: { ...gatewayEnv, DATA_DIR: beforeDataDir } }, { script })
+      started.push(before)
+    }
+    const profiled = (): Array<[ProfiledRole, Proc]> => {
+      const all: Array<[ProfiledRole, Proc | undefined]> = [['gateway', gateway], ['floor', floor], ['before', before]]
+      return all.filter((e): e is [ProfiledRole, Proc] => e[1] !== undefined)
+    }
+    let profiling = false
+    const profileStop = async (phase: string, requests: Partial<Record<ProfiledRole, number>> = {}): Promise<void> => {
+      const dir = o.cpuProfDir
+      if (dir === undefined || !profiling) return
+      profiling = false
+      await Promise.all(
+        profiled().map(async ([role, p]) => {
+          const file = await p.profileStop(dir)
+          if (file === null) return
+          renameSync(file, join(dir, `${phase}.${role}.cpuprofile`))
+          writeFileSync(join(dir, `${phase}.${role}.json`), JSON.stringify({ requests: requests[role] ?? null }))
+        }),
+      )
+    }
     return {
       mock,
       gateway,
       floor,
-      origins: { mock: mockOrigin, gateway: gateway.url, floor: floor?.url },
+      before,
+      origins: { mock: mockOrigin, gateway: gateway.url, floor: floor?.url, before: before?.url },
       dataDir,
       profileStart: async () => {
-        if (o.cpuProfDir !== undefined) await gateway.profileStart()
+        if (o.cpuProfDir === undefined) return
+        profiling = true
+        await Promise.all(profiled().map(([, p]) => p.profileStart()))
       },
+      profileStop,
       close: async () => {
-        if (o.cpuProfDir !== undefined) await gateway.profileStop(o.cpuProfDir)
+        await profileStop('measured')
         await Promise.all(started.map((p) => p.stop()))
         if (o.dataDir === undefined) rmSync(dataDir, { recursive: true, force: true })
+        if (beforeDataDir !== undefined) rmSync(beforeDataDir, { recursive: true, force: true })
       },
     }
   } catch (err) {
@@ -91,6 +134,8 @@ export interface ScenarioContext {
   verbose: boolean
   /** When set, the gateway is profiled (node --cpu-prof) and its profiles land here. */
   cpuProfDir: string | undefined
+  /** `--ab DIR`: another build's dist, run as an extra gateway arm `before` where a scenario supports it. */
+  abDist?: string | undefined
   log(line: string): void
 }
 

@@ -6,6 +6,9 @@
  *   - the same through recallgate with retrieval on and no files (the default path: `useRAG` omitted).
  * recallgate runs with a service key on the `unlimited` plan, `useRAG: false`, no session, LOG_LEVEL info (its
  * request log written to /dev/null, as a log shipper would take it).
+ * With `--ab DIR` a gateway from another build (DIR = a copy of `dist` from before a change) runs as one more arm,
+ * `before`, with the same request as `recallgate`, and the table gains A/B rows: a change measured in the same run as
+ * what it replaces. With `--profile`, each phase (serial, stream, 32 connections) is profiled on its own.
  */
 import { chatRequest } from '../../src/cli/bench.js'
 import { describeArms, failures, interleave, throughput, type Arm, type ArmResult } from '../lib/interleave.js'
@@ -21,31 +24,48 @@ export interface ScenarioResult {
 }
 
 export async function relayScenario(ctx: ScenarioContext): Promise<ScenarioResult> {
-  const stack = await startStack({ floor: true, cpuProfDir: ctx.cpuProfDir, mock: { maxRecorded: 0 } })
+  const stack = await startStack({ floor: true, cpuProfDir: ctx.cpuProfDir, abDist: ctx.abDist, mock: { maxRecorded: 0 } })
   const problems: string[] = []
   try {
     const { origins } = stack
     const arms = (stream: boolean): Arm[] => {
       const req = (extra: Record<string, unknown>) =>
         chatRequest({ basePath: '/api/v1', serviceKey: BENCH_KEY, providerKey: PROVIDER_KEY, body: chatBody(MESSAGE, { ...extra, ...(stream ? { stream } : {}) }) })
-      return [
+      const all: Arm[] = [
         { name: 'direct', origin: origins.mock, request: req({ useRAG: false }), proc: stack.mock },
         { name: 'floor', origin: origins.floor as string, request: req({ useRAG: false }), proc: stack.floor },
         { name: 'recallgate', origin: origins.gateway, request: req({ useRAG: false }), proc: stack.gateway },
         { name: 'recallgate+rag', origin: origins.gateway, request: req({}), proc: stack.gateway },
       ]
+      if (origins.before !== undefined) all.push({ name: 'before', origin: origins.before, request: req({ useRAG: false }), proc: stack.before })
+      return all
     }
+    /** Requests each profiled process served in a phase, for the profiles' µs per request. */
+    const served = (m: Map<string, ArmResult>) => ({
+      gateway: (m.get('recallgate')?.ok ?? 0) + (m.get('recallgate+rag')?.ok ?? 0),
+      floor: m.get('floor')?.ok ?? 0,
+      before: m.get('before')?.ok ?? 0,
+    })
     const rounds = ctx.quick ? 4 : 10
     const serialBatch = ctx.quick ? 200 : 400
     const warmup = { connections: 4, requests: ctx.quick ? 500 : 1500 }
 
     ctx.log(`relay: serial non-stream, ${rounds} rounds × ${serialBatch} requests per arm`)
-    const serial = await interleave(arms(false), { rounds, batch: { connections: 1, requests: serialBatch }, warmup, afterWarmup: () => stack.profileStart() })
+    const profileStart = () => stack.profileStart()
+    const serial = await interleave(arms(false), { rounds, batch: { connections: 1, requests: serialBatch }, warmup, afterWarmup: profileStart })
+    await stack.profileStop('serial', served(serial))
     ctx.log(`relay: serial stream`)
-    const stream = await interleave(arms(true), { rounds, batch: { connections: 1, requests: serialBatch }, warmup })
+    const stream = await interleave(arms(true), { rounds, batch: { connections: 1, requests: serialBatch }, warmup, afterWarmup: profileStart })
+    await stack.profileStop('stream', served(stream))
     const seconds = ctx.quick ? 0.6 : 1
     ctx.log(`relay: 32 connections, ${rounds} rounds × ${seconds} s per arm`)
-    const c32 = await interleave(arms(false), { rounds, batch: { connections: 32, durationMs: seconds * 1000 }, warmup: { connections: 32, durationMs: 500 } })
+    const c32 = await interleave(arms(false), {
+      rounds,
+      batch: { connections: 32, durationMs: seconds * 1000 },
+      warmup: { connections: 32, durationMs: 500 },
+      afterWarmup: profileStart,
+    })
+    await stack.profileStop('c32', served(c32))
     if (ctx.verbose) {
       ctx.log(describeArms('relay, serial non-stream', serial))
       ctx.log(describeArms('relay, serial stream', stream))
@@ -140,8 +160,56 @@ export async function relayScenario(ctx: ScenarioContext): Promise<ScenarioResul
       delta: ratio(trr),
       target: '',
     })
+    if (stack.before !== undefined) rows.push(...abRows({ serial, stream, c32 }))
     return { rows, problems }
   } finally {
     await stack.close()
   }
+}
+
+/**
+ * `--ab`: the build under test against the other build (`before`), both measured in the same interleaved rounds.
+ * Latency rows are what each adds to the direct call; "rounds" is the range of the per-round difference after − before.
+ */
+function abRows(m: { serial: Map<string, ArmResult>; stream: Map<string, ArmResult>; c32: Map<string, ArmResult> }): Row[] {
+  const get = (x: Map<string, ArmResult>, n: string): ArmResult => x.get(n) as ArmResult
+  const addedOf = (x: Map<string, ArmResult>, arm: string, field: 'latencyMs' | 'ttftMs') =>
+    quantile(get(x, arm)[field], 0.5) - quantile(get(x, 'direct')[field], 0.5)
+  const spread = (x: Map<string, ArmResult>, field: 'p50' | 'ttftP50') => {
+    const d = get(x, 'recallgate').rounds.map((r, i) => r[field] - (get(x, 'before').rounds[i]?.[field] ?? NaN))
+    return `rounds ${signedUs(Math.min(...d))}…${signedUs(Math.max(...d))}`
+  }
+  const latency = (x: Map<string, ArmResult>, measure: string, field: 'latencyMs' | 'ttftMs', roundField: 'p50' | 'ttftP50'): Row => {
+    const before = addedOf(x, 'before', field)
+    const after = addedOf(x, 'recallgate', field)
+    return {
+      scenario: 'A/B: before → this build',
+      measure,
+      baseline: `before ${signedUs(before)} vs direct`,
+      value: `${signedUs(after)} vs direct`,
+      delta: `${signedUs(after - before)} (${spread(x, roundField)})`,
+      target: '',
+    }
+  }
+  const c32 = m.c32
+  return [
+    latency(m.serial, 'serial p50 added, non-stream', 'latencyMs', 'p50'),
+    latency(m.stream, 'serial p50 time to first chunk added', 'ttftMs', 'ttftP50'),
+    {
+      scenario: 'A/B: before → this build',
+      measure: 'throughput, 32 connections (÷ floor)',
+      baseline: `before ${rps(throughput(get(c32, 'before')))} (${ratio(throughput(get(c32, 'before')) / throughput(get(c32, 'floor')))})`,
+      value: `${rps(throughput(get(c32, 'recallgate')))} (${ratio(throughput(get(c32, 'recallgate')) / throughput(get(c32, 'floor')))})`,
+      delta: ratio(throughput(get(c32, 'recallgate')) / throughput(get(c32, 'before'))),
+      target: '',
+    },
+    ...(['serial', 'stream', 'c32'] as const).map((phase): Row => ({
+      scenario: 'A/B: before → this build',
+      measure: `gateway CPU per request, ${phase === 'c32' ? '32 connections' : `serial ${phase === 'serial' ? 'non-stream' : 'stream'}`}`,
+      baseline: `before ${us(get(m[phase], 'before').cpuUsPerRequest / 1000)}`,
+      value: us(get(m[phase], 'recallgate').cpuUsPerRequest / 1000),
+      delta: ratio(get(m[phase], 'recallgate').cpuUsPerRequest / get(m[phase], 'before').cpuUsPerRequest),
+      target: '',
+    })),
+  ]
 }

@@ -11,13 +11,17 @@
  * Every phase opens fresh client connections (a new undici Pool), in both arms alike: a thousand concurrent streams
  * come from many clients, and reusing the previous phase's idle sockets would race the servers' 5 s keep-alive close.
  *
+ * With `--ab DIR`, the other build's gateway (`before`) gets two phases of its own, in the order direct, recallgate,
+ * before, before, recallgate, direct, and the table gains its figures next to this build's.
+ *
  * UPSTREAM_CONNECTIONS is raised above the stream count: with the default (128) the streams beyond it wait for a
  * free upstream connection, i.e. for a whole generation to finish (see docs/benchmarks.md).
  */
 import { Pool } from 'undici'
 import { chatRequest, runLoad, type LoadResult } from '../../src/cli/bench.js'
+import type { Proc } from '../lib/procs.js'
 import { BENCH_KEY, chatBody, PROVIDER_KEY, startStack, type ScenarioContext } from '../lib/stack.js'
-import { mb, ms, quantile, signedMs, signedUs } from '../lib/stats.js'
+import { mb, ms, quantile, ratio, signedMs, signedUs, us } from '../lib/stats.js'
 import type { Row } from '../lib/table.js'
 import type { ScenarioResult } from './relay.js'
 
@@ -29,39 +33,50 @@ export async function streamsScenario(ctx: ScenarioContext): Promise<ScenarioRes
   const behaviour = { ttftMs: 50, tokensPerSecond: 20, replyTokens: { min: words, max: words }, chunkChars: 16 }
   const stack = await startStack({
     cpuProfDir: ctx.cpuProfDir,
+    abDist: ctx.abDist,
     env: { UPSTREAM_CONNECTIONS: String(n + 64) },
     mock: { behaviour, maxRecorded: 0 },
   })
   const problems: string[] = []
-  const origins = { direct: stack.origins.mock, recallgate: stack.origins.gateway }
-  const pool = (arm: 'direct' | 'recallgate'): Pool => new Pool(origins[arm], { connections: n, pipelining: 1 })
+  type ArmName = 'direct' | 'recallgate' | 'before'
+  const origins: Record<ArmName, string> = { direct: stack.origins.mock, recallgate: stack.origins.gateway, before: stack.origins.before ?? '' }
+  const procs = { recallgate: stack.gateway, before: stack.before }
+  const ab = stack.before !== undefined
+  const gatewayArms: Array<'recallgate' | 'before'> = ab ? ['recallgate', 'before'] : ['recallgate']
+  const pool = (arm: ArmName): Pool => new Pool(origins[arm], { connections: n, pipelining: 1 })
   try {
     const request = chatRequest({ basePath: '/api/v1', serviceKey: BENCH_KEY, providerKey: PROVIDER_KEY, body: chatBody('Tell me a story.', { stream: true, useRAG: false }) })
     ctx.log(`streams: warming up`)
-    for (const arm of ['direct', 'recallgate'] as const) {
+    for (const arm of ['direct', ...gatewayArms] as const) {
       const p = pool(arm)
       await runLoad(p, request, { connections: 50, requests: 100, rate: 100, maxSamples: 0 })
       await p.destroy()
     }
-    const idleRss = (await stack.gateway.stats()).rss
+    const idleRss = { recallgate: (await stack.gateway.stats()).rss, before: ab ? (await (stack.before as Proc).stats()).rss : NaN }
     await stack.profileStart()
 
-    const ttft: Record<'direct' | 'recallgate', number[]> = { direct: [], recallgate: [] }
-    let peakRss = 0
+    const ttft: Record<ArmName, number[]> = { direct: [], recallgate: [], before: [] }
+    const peakRss = { recallgate: 0, before: 0 }
+    /** Gateway CPU over its phases (ramp, every stream from first byte to [DONE]), for CPU per stream. */
+    const cpuUs = { recallgate: 0, before: 0 }
     let peakOpen = 0
-    for (const arm of ['direct', 'recallgate', 'recallgate', 'direct'] as const) {
-      ctx.log(`streams: ${n} streams ${arm === 'direct' ? 'direct to the mock' : 'through recallgate'}`)
+    const phases: ArmName[] = ab ? ['direct', 'recallgate', 'before', 'before', 'recallgate', 'direct'] : ['direct', 'recallgate', 'recallgate', 'direct']
+    for (const arm of phases) {
+      ctx.log(`streams: ${n} streams ${arm === 'direct' ? 'direct to the mock' : arm === 'before' ? 'through the other build' : 'through recallgate'}`)
       let sampling = true
       const sampler = (async () => {
         while (sampling) {
-          const [g, open] = await Promise.all([stack.gateway.stats(), stack.mock.activeResponses()])
-          if (arm === 'recallgate') peakRss = Math.max(peakRss, g.rss)
+          const gw = arm === 'direct' ? undefined : procs[arm]
+          const [g, open] = await Promise.all([gw?.stats(), stack.mock.activeResponses()])
+          if (arm !== 'direct' && g !== undefined) peakRss[arm] = Math.max(peakRss[arm], g.rss)
           peakOpen = Math.max(peakOpen, open)
           await new Promise((r) => setTimeout(r, 100))
         }
       })()
       let r: LoadResult
       const p = pool(arm)
+      const gw = arm === 'direct' ? undefined : procs[arm]
+      const cpuBefore = gw === undefined ? 0 : (await gw.stats()).cpuUs
       try {
         r = await runLoad(p, request, { connections: n, requests: n, rate: n / rampSeconds })
       } finally {
@@ -69,22 +84,24 @@ export async function streamsScenario(ctx: ScenarioContext): Promise<ScenarioRes
         await sampler
         await p.destroy()
       }
+      if (arm !== 'direct' && gw !== undefined) cpuUs[arm] += (await gw.stats()).cpuUs - cpuBefore
       for (const x of r.ttftMs) ttft[arm].push(x)
       if (r.failed > 0) problems.push(`streams (${arm}): ${r.failed} failed: ${JSON.stringify(r.outcomes)}`)
     }
+    await stack.profileStop('streams', { gateway: ttft.recallgate.length, before: ttft.before.length })
     if (peakOpen < n * 0.9) problems.push(`streams: only ${peakOpen} of ${n} streams were open at once`)
 
-    const q = (arm: 'direct' | 'recallgate', p: number): number => quantile(ttft[arm], p)
+    const q = (arm: ArmName, p: number): number => quantile(ttft[arm], p)
     const a50 = q('recallgate', 0.5) - q('direct', 0.5)
     const rows: Row[] = [
       {
         scenario: label,
         measure: `gateway RSS, ${peakOpen} streams open at peak`,
-        baseline: `before ${mb(idleRss)}`,
-        value: `peak ${mb(peakRss)}`,
-        delta: `+${mb(peakRss - idleRss)}`,
+        baseline: `idle ${mb(idleRss.recallgate)}`,
+        value: `peak ${mb(peakRss.recallgate)}`,
+        delta: `+${mb(peakRss.recallgate - idleRss.recallgate)}`,
         target: '≤ 200 MB',
-        pass: peakRss <= 200 * 1024 * 1024,
+        pass: peakRss.recallgate <= 200 * 1024 * 1024,
       },
       {
         scenario: label,
@@ -104,6 +121,33 @@ export async function streamsScenario(ctx: ScenarioContext): Promise<ScenarioRes
         target: '',
       },
     ]
+    const perStream = (arm: 'recallgate' | 'before'): string => us(cpuUs[arm] / 1000 / Math.max(1, ttft[arm].length))
+    rows.push({ scenario: label, measure: 'gateway CPU per stream', baseline: '', value: perStream('recallgate'), delta: '', target: '' })
+    if (ab) {
+      rows.push({ scenario: `A/B: ${label}`, measure: 'gateway CPU per stream', baseline: `before ${perStream('before')}`, value: perStream('recallgate'), delta: ratio(cpuUs.recallgate / Math.max(1, ttft.recallgate.length) / (cpuUs.before / Math.max(1, ttft.before.length))), target: '' })
+      const added = (arm: ArmName, p: number): string => {
+        const d = q(arm, p) - q('direct', p)
+        return Math.abs(d) < 1 ? signedUs(d) : signedMs(d)
+      }
+      rows.push(
+        {
+          scenario: `A/B: ${label}`,
+          measure: 'p50 / p99 time to first chunk added',
+          baseline: `before ${added('before', 0.5)} / ${added('before', 0.99)}`,
+          value: `${added('recallgate', 0.5)} / ${added('recallgate', 0.99)}`,
+          delta: '',
+          target: '',
+        },
+        {
+          scenario: `A/B: ${label}`,
+          measure: 'gateway RSS, idle → peak',
+          baseline: `before ${mb(idleRss.before)} → ${mb(peakRss.before)}`,
+          value: `${mb(idleRss.recallgate)} → ${mb(peakRss.recallgate)}`,
+          delta: '',
+          target: '',
+        },
+      )
+    }
     return { rows, problems }
   } finally {
     await stack.close()

@@ -5,18 +5,20 @@
 import type { IncomingHttpHeaders } from 'node:http'
 import { gatewayError } from '../errors.js'
 import type { Plan, Tenant } from '../types.js'
-import { hashKey, sameHash, tenantIdFor } from './service-keys.js'
+import { timingSafeEqual } from 'node:crypto'
+import { hashKey, tenantIdFor } from './service-keys.js'
 
 export interface KeyLookup {
   lookup(hash: string): Tenant | undefined
 }
 
 export class Authenticator {
-  readonly #inline = new Map<string, Plan>()
+  /** Inline keys' hashes as bytes, decoded once rather than on every comparison. */
+  readonly #inline: Array<{ hash: Buffer; plan: Plan }> = []
   readonly #stored: KeyLookup
 
   constructor(opts: { inlineKeys: ReadonlyMap<string, Plan>; stored: KeyLookup }) {
-    for (const [key, plan] of opts.inlineKeys) this.#inline.set(hashKey(key), plan)
+    for (const [key, plan] of opts.inlineKeys) this.#inline.push({ hash: Buffer.from(hashKey(key), 'hex'), plan })
     this.#stored = opts.stored
   }
 
@@ -30,12 +32,14 @@ export class Authenticator {
   authenticate(headers: IncomingHttpHeaders): Tenant {
     const key = Authenticator.presentedKey(headers)
     if (key === undefined) throw gatewayError('missing_service_key')
+    // No cache of raw key → hash: it would keep presented keys in memory beyond their request, for ≈ 0.6 µs saved.
     const hash = hashKey(key)
+    const bytes = Buffer.from(hash, 'hex')
     let inlinePlan: Plan | undefined
-    for (const [h, plan] of this.#inline) {
+    for (const k of this.#inline) {
       // Every inline hash is compared in constant time and the loop never stops early, so the time taken does not
       // depend on which key (if any) matched.
-      if (sameHash(h, hash)) inlinePlan = plan
+      if (timingSafeEqual(k.hash, bytes)) inlinePlan = k.plan
     }
     if (inlinePlan !== undefined) return { id: tenantIdFor(hash), plan: inlinePlan }
     const tenant = this.#stored.lookup(hash)

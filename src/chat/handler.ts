@@ -5,13 +5,13 @@
  */
 import type { Handler } from '../http/server.js'
 import { readJsonObject } from '../http/body.js'
-import { sendJson } from '../http/respond.js'
+import { sendJsonText } from '../http/respond.js'
 import { gatewayError } from '../errors.js'
 import { readUpstreamBody, type UpstreamClient } from '../upstream/client.js'
 import { upstreamHttpError } from '../upstream/errors.js'
 import type { Bytes, ChatMessage, Clock, Tenant, Tokens } from '../types.js'
 import type { Metadata } from './metadata.js'
-import { relayStream, SSE_HEADERS, type Usage } from './relay-stream.js'
+import { relayStream, spliceMetadata, SSE_HEADERS, type Usage } from './relay-stream.js'
 import { validateChat, type ChatRequest, type ValidationLimits } from './validate.js'
 
 export interface PreparedChat {
@@ -76,8 +76,8 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
     }
 
     if (req.stream && contentType.includes('text/event-stream')) {
+      // relayStream sends these with the first event, or on their own if the upstream has not sent one yet.
       ctx.res.writeHead(200, SSE_HEADERS)
-      ctx.res.flushHeaders()
       const outcome = await relayStream({
         upstream: upstream.body,
         res: ctx.res,
@@ -122,7 +122,11 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
     if (ctx.signal.aborted) throw gatewayError('client_closed_request')
     if (shouldSave) await o.planner.save(tenant, req, replyText(completion))
     if (ctx.signal.aborted) throw gatewayError('client_closed_request')
-    sendJson(ctx.res, 200, { ...completion, _metadata: prepared.metadata })
+    // The upstream's own text with `_metadata` spliced in, not `JSON.stringify({...completion, _metadata})`: the same
+    // JSON value for any parser (a `_metadata` the upstream sent is overridden, as the last duplicate key), without
+    // serialising the completion again. Profiled at 32 connections (bench/relay.ts): the stringify was 21 of the 754 µs
+    // (profiler time) a request cost the gateway.
+    sendJsonText(ctx.res, 200, spliceMetadata(text, JSON.stringify(prepared.metadata)))
   }
 }
 

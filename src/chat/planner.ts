@@ -81,14 +81,24 @@ export class Planner implements ChatPlanner {
 
     // Recall searches (async) before packing (sync), and only when the history cannot fit whole: the common case
     // pays one pass over stored counts.
+    // A read limited to maxHistoryMessages may have left older messages out: they count as not fitting.
+    const older =
+      req.sessionId !== undefined && history.length >= o.maxHistoryMessages
+        ? Math.max(0, (o.sessions.get(tenant.id, req.sessionId)?.messageCount ?? 0) - history.length)
+        : 0
     let recalled: RecallCandidates | undefined
     const recall = o.recall
-    if (recall !== undefined && req.sessionId !== undefined && history.length > 0) {
-      let need = o.counter.chatOverhead(model) + reserve + (hits.length > 0 ? ragBudget : 0)
-      for (const m of req.messages) need += messageTokens(m)
-      for (const m of history) need += historyMessageTokens(m)
+    if (recall !== undefined && req.sessionId !== undefined && history.length + older > 0) {
+      let fixed = o.counter.chatOverhead(model) + reserve + (hits.length > 0 ? ragBudget : 0)
+      for (const m of req.messages) fixed += messageTokens(m)
+      let historyTokens = 0
+      for (const m of history) historyTokens += historyMessageTokens(m)
       const recallQuery = retrievalQuery(req)
-      if (need > usable && recallQuery !== undefined) recalled = await recall.service.search(tenant.id, req.sessionId, recallQuery)
+      if ((fixed + historyTokens > usable || older > 0) && recallQuery !== undefined) {
+        // About the block's room (the retrieval block may take less than its budget): sizes the candidate list.
+        const room = Math.floor((usable - fixed) * (1 - recall.recentShare))
+        recalled = await recall.service.search(tenant.id, req.sessionId, recallQuery, room)
+      }
     }
 
     const result = pack({
@@ -97,6 +107,7 @@ export class Planner implements ChatPlanner {
       requestSystem: system,
       requestOther: other,
       history,
+      olderMessages: older,
       maxHistoryMessages: o.maxHistoryMessages,
       retrieval:
         hits.length === 0

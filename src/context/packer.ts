@@ -72,6 +72,11 @@ export interface PackInput {
   requestOther: readonly ChatMessage[]
   /** Session history, oldest first. */
   history: readonly StoredMessage[]
+  /**
+   * Messages older than `history` that exist but were not read (the read was limited to the newest ones): they are
+   * left out unless recalled, so `truncated` is true and recall is consulted. Default 0.
+   */
+  olderMessages?: number
   maxHistoryMessages: number
   retrieval?: RetrievalInput
   recall?: RecallInput
@@ -121,9 +126,10 @@ export function pack(input: PackInput): PackResult {
 
   const limit = Math.max(0, Math.floor(input.maxHistoryMessages))
   const history = input.history
+  const older = Math.max(0, input.olderMessages ?? 0)
   let recent = newestFirst(history, room, limit, input.historyMessageTokens)
   let recalled: (RecalledBlock & { tokens: Tokens }) | undefined
-  if (recent.cut) {
+  if (recent.cut || older > 0) {
     truncated = true
     if (input.recall !== undefined) {
       const share = Math.min(1, Math.max(0, input.recall.recentShare))
@@ -146,8 +152,10 @@ export function pack(input: PackInput): PackResult {
         }
         // Honest truncation: still true while any history message is neither recent nor recalled.
         const first = history[0]?.seq ?? Infinity
-        const recalledInHistory = (recalled.seqs ?? []).filter((s) => s >= first).length
-        truncated = recent.start > recalledInHistory || (chunks?.selected.length ?? 0) < (input.retrieval?.candidates.length ?? 0)
+        const seqs = recalled.seqs ?? []
+        const recalledInHistory = seqs.filter((s) => s >= first).length
+        const leftOut = recent.start - recalledInHistory + older - (seqs.length - recalledInHistory)
+        truncated = leftOut > 0 || (chunks?.selected.length ?? 0) < (input.retrieval?.candidates.length ?? 0)
       }
     }
   }

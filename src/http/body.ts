@@ -18,6 +18,10 @@ export async function readBody(req: IncomingMessage, limit: Bytes): Promise<Buff
   if (declared !== undefined && Number(declared) > limit) {
     throw gatewayError('payload_too_large', { message: `Request body exceeds ${limit} bytes` })
   }
+  // A declared length within the limit is the common case, and node's parser never delivers more than it declares:
+  // read it with events, not `for await` (whose promise and generator per chunk measured, with the upstream body's,
+  // 43 of the 1,220 µs a request cost the gateway at 32 connections, profiler time, bench/relay.ts).
+  if (declared !== undefined) return readDeclared(req)
   const parts: Buffer[] = []
   let size = 0
   try {
@@ -36,6 +40,43 @@ export async function readBody(req: IncomingMessage, limit: Bytes): Promise<Buff
     throw gatewayError('client_closed_request', { message: 'The connection closed before the request body was complete', cause: err })
   }
   return parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts, size)
+}
+
+const premature = (cause?: Error): Error =>
+  gatewayError('client_closed_request', { message: 'The connection closed before the request body was complete', cause })
+
+function readDeclared(req: IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const parts: Buffer[] = []
+    let size = 0
+    const onData = (chunk: Buffer): void => {
+      parts.push(chunk)
+      size += chunk.length
+    }
+    const onEnd = (): void => {
+      cleanup()
+      resolve(parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts, size))
+    }
+    // The connection went away mid-body: the client left, or the server's request timeout cut it off.
+    const onError = (err: Error): void => {
+      cleanup()
+      reject(premature(err))
+    }
+    const onClose = (): void => {
+      cleanup()
+      reject(premature())
+    }
+    function cleanup(): void {
+      req.off('data', onData)
+      req.off('end', onEnd)
+      req.off('error', onError)
+      req.off('close', onClose)
+    }
+    req.on('data', onData)
+    req.on('end', onEnd)
+    req.on('error', onError)
+    req.on('close', onClose)
+  })
 }
 
 /** The media type of a request, lower-cased, without parameters (`application/json; charset=utf-8` → `application/json`). */

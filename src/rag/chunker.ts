@@ -8,11 +8,10 @@
  * repeats its last sentences, up to `overlapTokens`, so a fact split across the break is whole in one of them.
  * Defaults for the sizes are chosen with bench/rag-eval.ts.
  */
-import { encode } from 'gpt-tokenizer'
 import { gatewayError } from '../errors.js'
-import { boundedCount } from '../context/bounded-count.js'
 import type { Tokens } from '../types.js'
 import type { Block } from './text-builder.js'
+import { countO200k } from './token-count.js'
 
 export interface Chunk {
   /** 0-based position in the file. */
@@ -38,11 +37,8 @@ export interface ChunkOptions {
   minFill?: number
 }
 
-const NO_SPECIAL = new Set<string>()
-/** Text containing `<|endoftext|>` is still just text here: count it, don't throw. */
-/** o200k count, linear on hostile input (see context/bounded-count.ts). */
-export const countO200k = (text: string): Tokens =>
-  boundedCount(text, (t) => encode(t, { disallowedSpecial: NO_SPECIAL }).length)
+/** Exact o200k count (see token-count.ts); re-exported here, where its callers have always found it. */
+export { countO200k }
 
 interface Unit {
   start: number
