@@ -14,7 +14,15 @@
  * Added latency = p50(A) − p50(B), and the median of per-question differences. The first question after the restart
  * pays the index load (BM25 rebuilt from LMDB, the graph read from its file): timed separately as "cold".
  *
- * Results: FILLED IN BELOW FROM THE RUNS
+ * Results (two runs, 600 questions per arm each, ~69 turns recalled per request):
+ *   client-observed p50   no recall 3.62 / 3.48 ms   recall 4.43 / 4.21 ms   added 0.81 / 0.73 ms
+ *   gateway's own time    no recall 0.28 / 0.28 ms   recall 0.57 / 0.57 ms   added 0.29 / 0.29 ms   (target ≤ 2 ms: met)
+ *   The client sees more than the gateway adds: the mock takes longer to count a prompt it has not seen before.
+ *   Where recall's time went before the fixes that got it here (CPU profile of this bench): reading each candidate
+ *   turn's line count from LMDB (~0.3 ms: now kept in memory per session), recounting the whole block for every
+ *   candidate (~0.25 ms: now incremental), a SHA-256 per namespace lookup (~20 µs: now remembered).
+ *   Cold (first request after a restart: BM25 rebuilt, the graph read from its file): 44–128 ms with recall,
+ *   17–39 ms without.
  *
  * Usage: node dist/bench/recall-perf.js [--turns 700] [--rounds 600] [--warmup 60] [--top-k 40]
  */

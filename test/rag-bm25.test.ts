@@ -3,7 +3,8 @@
  * compaction after many removals, the document bound; and reciprocal rank fusion.
  */
 import t from 'tap'
-import { analyze, stem } from '../src/rag/analyzer.js'
+import fc from 'fast-check'
+import { analyze, analyzeReference, stem } from '../src/rag/analyzer.js'
 import { Bm25Index } from '../src/rag/bm25.js'
 import { reciprocalRankFusion } from '../src/rag/fusion.js'
 
@@ -16,6 +17,27 @@ t.test('analyze: lowercase words, stopwords out, light stemming, CJK bigrams', a
   t.equal(stem('glass'), 'glass')
   t.equal(stem('running'), 'run')
   t.equal(stem('bus'), 'bus')
+})
+
+t.test('property: analyze equals its definition (lowercase the whole text, take its words) on any text', async (t) => {
+  const fragment = fc.constantFrom(
+    'The', 'normans', 'RUNNING', 'studies', 'a', 'the', 'of', 'Café', 'CRÈME', 'naïve', 'ΟΔΟΣ', 'Σ', 'ς', 'İstanbul', 'ǅ',
+    '東京都', 'ひらがな', '한국', 'don’t', "it's", '1066', 'x1y2', '𐐀𐐨', 'é', '\u0301', '—', '’', '.', ',', "'", ' ', ' ', '\n', '\u00a0',
+    'w'.repeat(40),
+  )
+  await fc.assert(
+    fc.property(fc.array(fragment, { maxLength: 60 }), (parts) => {
+      const text = parts.join('')
+      return JSON.stringify(analyze(text)) === JSON.stringify(analyzeReference(text))
+    }),
+    { numRuns: 2000 },
+  )
+  await fc.assert(
+    fc.property(fc.string({ unit: 'grapheme', maxLength: 200 }), (text) => JSON.stringify(analyze(text)) === JSON.stringify(analyzeReference(text))),
+    { numRuns: 500 },
+  )
+  t.same(analyze('The the THE'), [], 'stopwords whatever their case, also when remembered')
+  t.same(analyze('Runs runs'), ['run', 'run'])
 })
 
 const docs: Record<number, string> = {

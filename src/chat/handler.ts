@@ -51,7 +51,13 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
     const authorization = ctx.req.headers.authorization
     if (authorization === undefined || authorization.trim() === '') throw gatewayError('missing_provider_key')
 
-    const prepared = await o.planner.prepare(tenant, req, { authorization, signal: ctx.signal })
+    // `signal` as a getter: the AbortSignal is only made if the planner reads it (see ClientGone).
+    const prepared = await o.planner.prepare(tenant, req, {
+      authorization,
+      get signal() {
+        return ctx.signal
+      },
+    })
     const shouldSave = req.sessionId !== undefined && req.saveToMemory
 
     const upstreamBody: Record<string, unknown> = { ...req.passthrough, messages: prepared.messages }
@@ -62,7 +68,7 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
     const sentAt = o.clock()
     const upstream = await o.upstream.chat(JSON.stringify(upstreamBody), {
       authorization,
-      signal: ctx.signal,
+      signal: ctx.clientGone,
       stream: req.stream,
     })
     ctx.annotations.upstreamHeadersMs = o.clock() - sentAt
@@ -81,7 +87,7 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
       const outcome = await relayStream({
         upstream: upstream.body,
         res: ctx.res,
-        signal: ctx.signal,
+        client: ctx.clientGone,
         metadataJson: JSON.stringify(prepared.metadata),
         includeUsage: req.includeUsage,
         maxEventBytes: o.limits.maxEventBytes,
@@ -119,9 +125,9 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
     o.planner.observeUsage(req.model, prepared.countedTokens, usage)
     annotateUsage(ctx.annotations, usage)
     // A client that left before its reply arrived did not complete the exchange: nothing is saved.
-    if (ctx.signal.aborted) throw gatewayError('client_closed_request')
+    if (ctx.clientGone.aborted) throw gatewayError('client_closed_request')
     if (shouldSave) await o.planner.save(tenant, req, replyText(completion))
-    if (ctx.signal.aborted) throw gatewayError('client_closed_request')
+    if (ctx.clientGone.aborted) throw gatewayError('client_closed_request')
     // The upstream's own text with `_metadata` spliced in, not `JSON.stringify({...completion, _metadata})`: the same
     // JSON value for any parser (a `_metadata` the upstream sent is overridden, as the last duplicate key), without
     // serialising the completion again. Profiled at 32 connections (bench/relay.ts): the stringify was 21 of the 754 µs

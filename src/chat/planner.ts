@@ -88,7 +88,8 @@ export class Planner implements ChatPlanner {
         : 0
     let recalled: RecallCandidates | undefined
     const recall = o.recall
-    if (recall !== undefined && req.sessionId !== undefined && history.length + older > 0) {
+    // MAX_HISTORY_MESSAGES=0 asks for no history at all: recall does not bring it back either.
+    if (recall !== undefined && req.sessionId !== undefined && o.maxHistoryMessages > 0 && history.length + older > 0) {
       let fixed = o.counter.chatOverhead(model) + reserve + (hits.length > 0 ? ragBudget : 0)
       for (const m of req.messages) fixed += messageTokens(m)
       let historyTokens = 0

@@ -29,10 +29,16 @@ export type StreamOutcome =
   | { kind: 'failed'; error: GatewayError | undefined; text: string; usage: Usage | undefined }
   | { kind: 'aborted' }
 
+/** The client's departure (ClientGone in src/http/server.ts): polled, and as an AbortSignal when waiting. */
+export interface ClientDeparture {
+  readonly aborted: boolean
+  readonly signal: AbortSignal
+}
+
 export interface RelayOptions {
   upstream: AsyncIterable<unknown> & { destroy(err?: Error): unknown }
   res: ServerResponse
-  signal: AbortSignal
+  client: ClientDeparture
   /** JSON of `_metadata`, spliced into the first chunk. */
   metadataJson: string
   includeUsage: boolean
@@ -133,7 +139,7 @@ async function relay(o: RelayOptions, onWrite: () => void): Promise<StreamOutcom
     onWrite()
     const ok = res.write(out)
     out = ''
-    if (!ok && !res.destroyed) await once(res, 'drain', { signal: o.signal })
+    if (!ok && !res.destroyed) await once(res, 'drain', { signal: o.client.signal })
   }
 
   const fail = async (error: GatewayError | undefined): Promise<StreamOutcome> => {
@@ -156,7 +162,7 @@ async function relay(o: RelayOptions, onWrite: () => void): Promise<StreamOutcom
     } catch (err) {
       return fail(asGatewayError(err))
     }
-    if (o.signal.aborted) return { kind: 'aborted' }
+    if (o.client.aborted) return { kind: 'aborted' }
     res.end('data: [DONE]\n\n')
     return { kind: 'completed', text, usage }
   }
@@ -175,7 +181,7 @@ async function relay(o: RelayOptions, onWrite: () => void): Promise<StreamOutcom
       if (done) cutAfterDone = setImmediate(() => o.upstream.destroy())
     }
   } catch (err) {
-    if (o.signal.aborted) {
+    if (o.client.aborted) {
       o.upstream.destroy()
       return { kind: 'aborted' }
     }
@@ -188,7 +194,7 @@ async function relay(o: RelayOptions, onWrite: () => void): Promise<StreamOutcom
   } finally {
     clearImmediate(cutAfterDone)
   }
-  if (o.signal.aborted) return { kind: 'aborted' }
+  if (o.client.aborted) return { kind: 'aborted' }
   if (upstreamError) return fail(undefined)
   if (!done) {
     return fail(gatewayError('upstream_invalid_response', { message: 'The upstream stream ended before [DONE]' }))

@@ -4,6 +4,7 @@
  * AbortSignal that fires when the client goes away, so work they started upstream is cancelled at once.
  */
 import { randomUUID } from 'node:crypto'
+import { EventEmitter } from 'node:events'
 import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { Authenticator } from '../auth/authenticator.js'
@@ -13,16 +14,50 @@ import type { Clock, Ms, Tenant } from '../types.js'
 import { sendError } from './respond.js'
 import { Router } from './router.js'
 
+/**
+ * The client's departure: `aborted` turns true and `abort` is emitted when the client disconnects before the response
+ * is finished. An EventEmitter, which undici takes as a request's `signal`, rather than an AbortController: creating
+ * an AbortSignal measured 6.4 µs and adding and removing undici's listener on it 6.5 µs more (Node 20.20, the 2-core dev
+ * machine), where this costs 0.3 µs; `createAbortSignal` alone was 18 of the 1,220 µs a request cost the gateway at
+ * 32 connections (profiler time, bench/relay.ts). An AbortSignal is still made for code that asks for one (`signal`).
+ */
+export class ClientGone extends EventEmitter {
+  aborted = false
+  /** What `AbortController.abort()` gives by default, so undici fails the request with the same error as before. */
+  reason: unknown = undefined
+  #controller: AbortController | undefined
+
+  /** An AbortSignal that follows this one, made on first use. */
+  get signal(): AbortSignal {
+    if (this.#controller === undefined) {
+      this.#controller = new AbortController()
+      if (this.aborted) this.#controller.abort(this.reason)
+    }
+    return this.#controller.signal
+  }
+
+  abort(): void {
+    if (this.aborted) return
+    this.aborted = true
+    this.reason = new DOMException('This operation was aborted', 'AbortError')
+    this.#controller?.abort(this.reason)
+    this.emit('abort')
+  }
+}
+
 export interface RequestContext {
   req: IncomingMessage
   res: ServerResponse
   requestId: string
   params: Record<string, string>
-  query: URLSearchParams
+  /** The query string (parsed on first use). */
+  readonly query: URLSearchParams
   /** Set for authenticated routes. */
   tenant: Tenant | undefined
-  /** Fires when the client disconnects before the response is finished. */
-  signal: AbortSignal
+  /** Fires when the client disconnects before the response is finished (made on first use: see ClientGone). */
+  readonly signal: AbortSignal
+  /** The same departure, cheap to create and to listen to; undici accepts it as a request's `signal`. */
+  clientGone: ClientGone
   /** Facts a handler wants in the request log line (model, stream, upstream timings, tokens). */
   annotations: Record<string, string | number | boolean | undefined>
 }
@@ -153,27 +188,34 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
     res.setHeader('x-request-id', requestId)
     if (draining) res.setHeader('connection', 'close')
 
-    const ac = new AbortController()
+    const gone = new ClientGone()
     res.once('close', () => {
-      if (!res.writableFinished) ac.abort()
+      if (!res.writableFinished) gone.abort()
     })
 
+    const url = req.url ?? '/'
+    const q = url.indexOf('?')
+    const pathname = q === -1 ? url : url.slice(0, q)
+    let query: URLSearchParams | undefined
     const ctx: RequestContext = {
       req,
       res,
       requestId,
       params: {},
-      query: new URLSearchParams(),
+      // Most requests have no query: URLSearchParams is made when a handler reads one.
+      get query() {
+        return (query ??= new URLSearchParams(q === -1 ? '' : url.slice(q + 1)))
+      },
       tenant: undefined,
-      signal: ac.signal,
+      get signal() {
+        return gone.signal
+      },
+      clientGone: gone,
       annotations: {},
     }
     let route = 'unmatched'
     let failure: GatewayError | undefined
     try {
-      const q = req.url?.indexOf('?') ?? -1
-      const pathname = q === -1 ? (req.url ?? '/') : (req.url ?? '/').slice(0, q)
-      if (q !== -1) ctx.query = new URLSearchParams((req.url ?? '').slice(q + 1))
       const found = router.find(req.method ?? 'GET', pathname)
       if (found.kind === 'not-found') {
         throw gatewayError('not_found', { message: `No route for ${req.method} ${pathname}` })
@@ -203,7 +245,7 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
     } catch (err) {
       failure = asGatewayError(err)
       if (timedOut.has(req.socket)) failure = gatewayError('request_timeout', { cause: err })
-      else if (ac.signal.aborted && failure.status >= 500) {
+      else if (gone.aborted && failure.status >= 500) {
         // The client left first, and what failed was work its departure cancelled (the upstream call): not a fault.
         failure = gatewayError('client_closed_request', { cause: err })
       }

@@ -11,7 +11,7 @@ import { gatewayError } from '../errors.js'
 import { FileRepo, type ChunkRow, type FileRow, type IndexMeta } from '../storage/file-repo.js'
 import type { Store } from '../storage/store.js'
 import type { Clock, Tokens } from '../types.js'
-import { analyze } from './analyzer.js'
+import { chunkTerms } from './chunk-terms.js'
 import { chunkText, type Chunk } from './chunker.js'
 import type { Embedder } from './embedder.js'
 import { extract, formatOfType, type Format } from './extract.js'
@@ -137,8 +137,9 @@ export class KnowledgeBase {
     // Refuse before paying for embeddings; checked again inside the transaction, where it is authoritative.
     check(this.#repo.index.meta(ns), chunks.length)
     const texts = chunks.map((c) => indexText(file.filename, c))
-    const terms = this.#embedder.embedTerms ? texts.map(analyze) : undefined
-    const vectors = terms && this.#embedder.embedTerms ? await this.#embedder.embedTerms(terms) : await this.#embedder.embed(texts)
+    // Analyzed once for BM25 and the embedder, and each stretch of text once although chunks overlap.
+    const terms = chunkTerms(extracted.text, titleOf(file.filename), chunks)
+    const vectors = this.#embedder.embedTerms ? await this.#embedder.embedTerms(terms) : await this.#embedder.embed(texts)
     validateVectors(vectors, chunks.length, this.#embedder.dimension)
     const record: FileRecord = {
       id: `file-${this.#newId()}`,
@@ -170,7 +171,7 @@ export class KnowledgeBase {
         label: change.labels[i] as number,
         ref: [record.id, c.index],
         text: texts[i] as string,
-        ...(terms ? { terms: terms[i] as string[] } : {}),
+        terms: terms[i] as string[],
         vector: vectors[i] as Float32Array,
       })),
     )
@@ -247,8 +248,11 @@ const tenantOf = (ns: string): string => ns.slice(NS_PREFIX.length)
  * section it belongs to, which its own sentences often leave out ("it", "the city"). Measured in bench/rag-eval.ts.
  */
 function indexText(filename: string, c: Pick<Chunk | ChunkRow, 'headingPath' | 'text'>): string {
-  const title = filename.replace(/\.[^.]*$/, '').replace(/[_\-.]+/g, ' ')
-  return [title, ...c.headingPath, c.text].filter(Boolean).join('\n')
+  return [titleOf(filename), ...c.headingPath, c.text].filter(Boolean).join('\n')
+}
+
+function titleOf(filename: string): string {
+  return filename.replace(/\.[^.]*$/, '').replace(/[_\-.]+/g, ' ')
 }
 
 function toRow(c: Chunk): Omit<ChunkRow, 'label'> {

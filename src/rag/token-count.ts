@@ -65,7 +65,7 @@ export function pieceCounter(opts: PieceCounterOptions): (text: string) => Token
 /** The o200k count of `text`, exact (equal to `countO200kUncached`). */
 export const countO200k: (text: string) => Tokens = pieceCounter({
   count: countO200kUncached,
-  maxEntries: 50_000,
+  maxEntries: 200_000,
   maxPieceLength: 64,
 })
 

@@ -19,6 +19,9 @@ export interface UpstreamOptions {
   xTitle?: string | undefined
 }
 
+/** What undici accepts as a request's `signal`. */
+export type AbortSource = NonNullable<Dispatcher.RequestOptions['signal']>
+
 export interface UpstreamResponse {
   status: number
   headers: Record<string, string | string[] | undefined>
@@ -47,8 +50,11 @@ export class UpstreamClient {
     if (opts.xTitle) this.#extraHeaders['x-title'] = opts.xTitle
   }
 
-  /** POST /chat/completions. `authorization` is forwarded exactly as the client sent it. */
-  async chat(body: string, opts: { authorization: string; signal: AbortSignal; stream: boolean }): Promise<UpstreamResponse> {
+  /**
+   * POST /chat/completions. `authorization` is forwarded exactly as the client sent it. `signal` aborts the call: an
+   * AbortSignal, or an EventEmitter with `aborted` that emits `abort` (undici takes both; see ClientGone).
+   */
+  async chat(body: string, opts: { authorization: string; signal: AbortSource; stream: boolean }): Promise<UpstreamResponse> {
     return this.#request('POST', '/chat/completions', {
       signal: opts.signal,
       body,
@@ -70,7 +76,7 @@ export class UpstreamClient {
   async #request(
     method: 'GET' | 'POST',
     path: string,
-    o: { headers: Record<string, string>; body?: string; signal?: AbortSignal | undefined },
+    o: { headers: Record<string, string>; body?: string; signal?: AbortSource | undefined },
   ): Promise<UpstreamResponse> {
     try {
       const res = await this.#pool.request({
