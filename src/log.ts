@@ -197,7 +197,9 @@ export function logRequest(logger: Logger, i: RequestLogInput): void {
     if (v === undefined) continue
     line += `,"${key}":${typeof v === 'string' ? jsonString(v) : typeof v === 'number' && !Number.isFinite(v) ? 'null' : String(v)}`
   }
-  format.destination.write(`${line},"msg":"request"}\n`)
+  line += ',"msg":"request"}\n'
+  if (format.destination instanceof RequestLineBatcher) format.destination.request(line)
+  else format.destination.write(line)
 }
 
 /**
@@ -243,9 +245,6 @@ interface LineSink {
   flushSync(): void
 }
 
-/** pino ends every line with its message; this one is `logRequest`'s. */
-const REQUEST_LINE_END = '"msg":"request"}\n'
-
 export interface BatcherOptions {
   /** Hand the batch over once it holds this many characters. Default 4096. */
   maxChars?: number
@@ -290,11 +289,14 @@ export class RequestLineBatcher {
     liveBatchers.add(new WeakRef(this))
   }
 
+  /** Any line but a request line: goes out now, after the batch. */
   write(line: string): boolean {
-    if (!line.endsWith(REQUEST_LINE_END)) {
-      this.#handOver()
-      return this.#sink.write(line)
-    }
+    this.#handOver()
+    return this.#sink.write(line)
+  }
+
+  /** A request line (`logRequest`): batched. */
+  request(line: string): boolean {
     this.#batch += line
     if (this.#batch.length >= this.#maxChars) this.#handOver()
     else this.#timer ??= this.#timers.set(() => this.#handOver(), this.#maxDelayMs)

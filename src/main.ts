@@ -96,6 +96,8 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     chunkOverlap: config.chunkOverlap,
     maxChunksPerFile: config.maxChunksPerFile,
     clock: now,
+    // Graph files are a cache of LMDB: a failed save is worth a warning (the next start rebuilds), not a failed request.
+    onIndexSaveError: (err, file) => logger.warn({ err, file }, 'could not save an index file'),
   })
   await knowledge.init()
   // Off means neither indexing nor searching: turns saved meanwhile are not recallable after turning it back on.

@@ -1,7 +1,8 @@
 /**
  * The request log line is serialized by hand (src/log.ts, `logRequest`) instead of through pino: it must be the very
  * line pino would have written. And request lines reach stdout in batches (`RequestLineBatcher`) while every other
- * line goes out at once, in order.
+ * line goes out at once, in order. (That a real gateway's request lines reach stdout, and are flushed on SIGTERM, is
+ * test/crash.test.ts's; that its "listening" line is seen at once, every child-gateway test's.)
  */
 import { PassThrough } from 'node:stream'
 import t from 'tap'
@@ -58,6 +59,23 @@ t.test('the hand-written line is the line pino writes, byte for byte', async (t)
   }
 })
 
+t.test('the time is the moment of logging, in toISOString form', async (t) => {
+  for (let i = 0; i < 50; i++) {
+    const log = capture()
+    const before = Date.now()
+    logRequest(log.logger, BASE)
+    const after = Date.now()
+    await new Promise((r) => setImmediate(r))
+    const time = (JSON.parse(log.text()) as { time: string }).time
+    const ms = Date.parse(time)
+    if (!(before <= ms && ms <= after && new Date(ms).toISOString() === time)) {
+      t.fail(`${time} is not the ISO time of a moment in [${before}, ${after}]`)
+      return
+    }
+  }
+  t.pass('50 lines, each stamped within its call, each exactly toISOString')
+})
+
 t.test('the logger level still applies', async (t) => {
   const log = capture('error')
   logRequest(log.logger, { ...BASE, status: 200 })
@@ -110,11 +128,11 @@ const requestLine = (n: number): string => `{"level":"info","reqId":"req_${n}","
 t.test('request lines are batched until the size bound', async (t) => {
   const f = fakeSink()
   const b = new RequestLineBatcher(f.sink, { maxChars: 3 * requestLine(0).length, timers: f.timers })
-  b.write(requestLine(1))
-  b.write(requestLine(2))
+  b.request(requestLine(1))
+  b.request(requestLine(2))
   t.same(f.writes, [], 'held')
   t.equal(f.pending.size, 1, 'one timer for the batch')
-  b.write(requestLine(3))
+  b.request(requestLine(3))
   t.same(f.writes, [requestLine(1) + requestLine(2) + requestLine(3)], 'handed over in one write at the bound')
   t.equal(f.pending.size, 0, 'its timer cancelled')
 })
@@ -122,12 +140,12 @@ t.test('request lines are batched until the size bound', async (t) => {
 t.test('… or until the delay bound', async (t) => {
   const f = fakeSink()
   const b = new RequestLineBatcher(f.sink, { maxDelayMs: 100, timers: f.timers })
-  b.write(requestLine(1))
-  b.write(requestLine(2))
+  b.request(requestLine(1))
+  b.request(requestLine(2))
   t.same([...f.pending.values()].map((p) => p.ms), [100], 'one timer, set by the first line')
   f.fire()
   t.same(f.writes, [requestLine(1) + requestLine(2)])
-  b.write(requestLine(3))
+  b.request(requestLine(3))
   t.equal(f.pending.size, 1, 'a new batch, a new timer')
 })
 
@@ -137,7 +155,7 @@ t.test('any other line goes out at once, after the request lines before it', asy
   const listening = '{"level":"info","url":"http://127.0.0.1:8080","msg":"recallgate listening"}\n'
   b.write(listening)
   t.same(f.writes, [listening], 'not held')
-  b.write(requestLine(1))
+  b.request(requestLine(1))
   const failed = '{"level":"error","reqId":"req_1","msg":"request failed"}\n'
   b.write(failed)
   t.same(f.writes, [listening, requestLine(1), failed], 'order kept')
@@ -147,13 +165,13 @@ t.test('any other line goes out at once, after the request lines before it', asy
 t.test('flush and flushSync hand the batch over first', async (t) => {
   const f = fakeSink()
   const b = new RequestLineBatcher(f.sink, { timers: f.timers })
-  b.write(requestLine(1))
+  b.request(requestLine(1))
   let flushed = false
   b.flush(() => (flushed = true))
   t.same(f.writes, [requestLine(1)])
   t.same(f.calls, ['flush'])
   t.ok(flushed, 'the callback is passed on')
-  b.write(requestLine(2))
+  b.request(requestLine(2))
   b.flushSync()
   t.same(f.writes, [requestLine(1), requestLine(2)])
   t.same(f.calls, ['flush', 'flushSync'])

@@ -13,6 +13,17 @@ export interface RateDecision {
   retryAfterSeconds: number
 }
 
+/** The same answer for every request of an unlimited plan: made once, not per request. */
+const UNLIMITED: RateDecision = Object.freeze({
+  allowed: true,
+  retryAfterSeconds: 0,
+  headers: Object.freeze({
+    'x-ratelimit-limit-requests': 'unlimited',
+    'x-ratelimit-remaining-requests': 'unlimited',
+    'x-ratelimit-reset-requests': '0s',
+  }),
+})
+
 export class RateLimiter {
   readonly #limits: Record<Plan, number>
   readonly #clock: Clock
@@ -26,17 +37,7 @@ export class RateLimiter {
 
   check(tenantId: string, plan: Plan): RateDecision {
     const perMinute = this.#limits[plan]
-    if (!Number.isFinite(perMinute)) {
-      return {
-        allowed: true,
-        retryAfterSeconds: 0,
-        headers: {
-          'x-ratelimit-limit-requests': 'unlimited',
-          'x-ratelimit-remaining-requests': 'unlimited',
-          'x-ratelimit-reset-requests': '0s',
-        },
-      }
-    }
+    if (!Number.isFinite(perMinute)) return UNLIMITED
     const now = this.#clock()
     // The bucket is keyed by tenant and plan so that a plan change (RATE_LIMITS, re-issued key) gets a fresh bucket.
     const id = `${tenantId}:${plan}`

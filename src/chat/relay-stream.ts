@@ -13,7 +13,9 @@
  */
 import { once } from 'node:events'
 import type { ServerResponse } from 'node:http'
+import type { Readable } from 'node:stream'
 import { asGatewayError, gatewayError, toWire, type GatewayError } from '../errors.js'
+import { ChunkReader } from '../upstream/chunk-reader.js'
 import { transportError } from '../upstream/errors.js'
 import { SseEventTooLargeError, SseParser } from '../upstream/sse-parser.js'
 import type { Bytes } from '../types.js'
@@ -36,7 +38,7 @@ export interface ClientDeparture {
 }
 
 export interface RelayOptions {
-  upstream: AsyncIterable<unknown> & { destroy(err?: Error): unknown }
+  upstream: Readable
   res: ServerResponse
   client: ClientDeparture
   /** JSON of `_metadata`, spliced into the first chunk. */
@@ -153,9 +155,13 @@ async function relay(o: RelayOptions, onWrite: () => void): Promise<StreamOutcom
     return { kind: 'failed', error, text: textParts.join(''), usage }
   }
 
+  const reader = new ChunkReader(o.upstream)
+
   /** The stream reached [DONE]: `onComplete` (the save), then [DONE] to the client. */
   const complete = async (): Promise<StreamOutcome> => {
-    o.upstream.destroy()
+    // Not destroy(): the body's end normally came with [DONE], and a body let go of cleanly costs no error (see
+    // ChunkReader). Then, with nothing awaited but onComplete, [DONE] leaves in the same write as the last events.
+    reader.release()
     const text = textParts.join('')
     try {
       await o.onComplete(text, usage)
@@ -167,32 +173,21 @@ async function relay(o: RelayOptions, onWrite: () => void): Promise<StreamOutcom
     return { kind: 'completed', text, usage }
   }
 
-  // After [DONE] the loop reads on to the body's end, which normally came with it, instead of leaving at once:
-  // leaving a stream that has not ended destroys it with a new AbortError whose stack node then formats, profiled at
-  // 6 % of the gateway's time per stream (bench/relay.ts, serial streams). An upstream that keeps its body open after
-  // [DONE] is cut on the next turn of the event loop. Nothing after [DONE] is parsed or relayed either way.
-  let cutAfterDone: NodeJS.Immediate | undefined
   try {
-    for await (const chunk of o.upstream) {
-      if (done) continue
-      parser.push(chunk as Uint8Array)
+    for (let chunk = await reader.next(); chunk !== null; chunk = await reader.next()) {
+      parser.push(chunk)
       await flush()
-      if (upstreamError) break
-      if (done) cutAfterDone = setImmediate(() => o.upstream.destroy())
+      if (done || upstreamError) break
     }
   } catch (err) {
     if (o.client.aborted) {
       o.upstream.destroy()
       return { kind: 'aborted' }
     }
-    // Cut after [DONE] (above), or the connection failed after it: the stream itself was complete.
-    if (done) return complete()
     if (err instanceof SseEventTooLargeError) {
       return fail(gatewayError('upstream_invalid_response', { message: err.message, cause: err }))
     }
     return fail(isGatewayError(err) ? err : transportError(err))
-  } finally {
-    clearImmediate(cutAfterDone)
   }
   if (o.client.aborted) return { kind: 'aborted' }
   if (upstreamError) return fail(undefined)

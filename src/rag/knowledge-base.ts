@@ -102,8 +102,8 @@ export class KnowledgeBase {
 
   /**
    * Load tenants' indexes (up to the LRU bound), rebuilding missing, stale or corrupt graph files from LMDB. A tenant
-   * not loaded here is loaded by its first search. Loading blocks while it runs (~13 s per 100k chunks with a current
-   * graph file, ~40 s when the graph is rebuilt, bench/rag-perf.ts on a busy 2-core machine), so it yields between
+   * not loaded here is loaded by its first search. Loading blocks while it runs (~5 s per 100k chunks with a current
+   * graph file, ~24 s when the graph is rebuilt, bench/rag-perf.ts on a busy 2-core machine), so it yields between
    * tenants: callers may start serving without awaiting it.
    */
   async init(): Promise<void> {

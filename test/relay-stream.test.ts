@@ -1,0 +1,169 @@
+/**
+ * relayStream on a real socket, with an upstream body the test feeds by hand: what the client sees and when, what is
+ * captured, and how the relay lets go of the upstream (src/chat/relay-stream.ts, src/upstream/chunk-reader.ts).
+ */
+import { once } from 'node:events'
+import { createServer, request, type IncomingMessage } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { Readable } from 'node:stream'
+import t, { type Test } from 'tap'
+import { relayStream, SSE_HEADERS, type StreamOutcome } from '../src/chat/relay-stream.js'
+import { ClientGone } from '../src/http/server.js'
+
+const chunk = (content: string, extra = ''): string =>
+  `data: {"id":"gen-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":${JSON.stringify(content)}}}]${extra}}\n\n`
+const USAGE = 'data: {"id":"gen-1","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2}}\n\n'
+const DONE = 'data: [DONE]\n\n'
+
+interface Setup {
+  upstream: Readable
+  outcome: Promise<StreamOutcome>
+  response: Promise<IncomingMessage>
+  saved: string[]
+  url: string
+}
+
+/** A server relaying `upstream` to one client request; the test pushes upstream bytes. */
+async function relay(t: Test, o: { includeUsage?: boolean; highWaterMark?: number } = {}): Promise<Setup> {
+  const upstream = new Readable({ read() {}, highWaterMark: o.highWaterMark ?? 16 * 1024 })
+  const saved: string[] = []
+  let resolveOutcome: (v: StreamOutcome) => void = () => undefined
+  const outcome = new Promise<StreamOutcome>((r) => (resolveOutcome = r))
+  const server = createServer((req, res) => {
+    const gone = new ClientGone()
+    res.once('close', () => {
+      if (!res.writableFinished) gone.abort()
+    })
+    // What undici does with a body whose request's signal fires.
+    gone.once('abort', () => upstream.destroy(gone.reason as Error))
+    res.writeHead(200, SSE_HEADERS)
+    void relayStream({
+      upstream,
+      res,
+      client: gone,
+      metadataJson: '{"memory":null}',
+      includeUsage: o.includeUsage ?? false,
+      maxEventBytes: 1024 * 1024,
+      onComplete: async (text) => void saved.push(text),
+    }).then(resolveOutcome)
+  })
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  t.teardown(() => {
+    server.closeAllConnections()
+    server.close()
+  })
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`
+  const response = new Promise<IncomingMessage>((resolve, reject) => {
+    const req = request(url, { method: 'POST' }, resolve)
+    req.on('error', reject)
+    req.end()
+  })
+  return { upstream, outcome, response, saved, url }
+}
+
+async function text(res: IncomingMessage): Promise<string> {
+  let s = ''
+  for await (const c of res) s += (c as Buffer).toString('utf8')
+  return s
+}
+
+t.test('events pass through as they come; _metadata on the first; usage hidden; [DONE] after the save', async (t) => {
+  const s = await relay(t)
+  s.upstream.push(': OPENROUTER PROCESSING\n\n')
+  s.upstream.push(chunk('Hel') + chunk('lo'))
+  const res = await s.response
+  t.equal(res.headers['content-type'], SSE_HEADERS['content-type'])
+  s.upstream.push(USAGE + DONE)
+  s.upstream.push(null)
+  const body = await text(res)
+  t.equal(
+    body,
+    ': OPENROUTER PROCESSING\n\n' + chunk('Hel', ',"_metadata":{"memory":null}') + chunk('lo') + DONE,
+    'comment kept, metadata spliced into the first event, the usage-only chunk not forwarded',
+  )
+  t.same(await s.outcome, { kind: 'completed', text: 'Hello', usage: { prompt_tokens: 9, completion_tokens: 2 } })
+  t.same(s.saved, ['Hello'])
+})
+
+t.test('the usage chunk is forwarded when the client asked for it', async (t) => {
+  const s = await relay(t, { includeUsage: true })
+  s.upstream.push(chunk('a') + USAGE + DONE)
+  s.upstream.push(null)
+  t.match(await text(await s.response), USAGE + DONE)
+})
+
+t.test('the headers reach the client while the upstream has sent nothing yet', async (t) => {
+  const s = await relay(t)
+  const res = await s.response
+  t.equal(res.statusCode, 200, 'headers out, no event yet')
+  s.upstream.push(chunk('late') + DONE)
+  s.upstream.push(null)
+  t.match(await text(res), /late.*\[DONE\]/s)
+})
+
+t.test('a body that ends with [DONE] is let go of without an error; one left open after [DONE] is cut', async (t) => {
+  const clean = await relay(t)
+  const errors: Error[] = []
+  clean.upstream.on('error', (e) => errors.push(e))
+  clean.upstream.push(chunk('x') + DONE)
+  clean.upstream.push(null)
+  await text(await clean.response)
+  t.equal((await clean.outcome).kind, 'completed')
+  await new Promise((r) => setImmediate(r))
+  t.same(errors, [], 'ended on its own: not destroyed with an error')
+  t.ok(clean.upstream.readableEnded)
+
+  const open = await relay(t)
+  open.upstream.push(chunk('y') + DONE)
+  const body = await text(await open.response)
+  t.ok(body.endsWith(DONE), 'the client still gets [DONE]')
+  t.equal((await open.outcome).kind, 'completed')
+  await new Promise((r) => setImmediate(r))
+  t.ok(open.upstream.destroyed, 'the upstream body that stayed open is cut')
+  open.upstream.push(chunk('after'))
+  t.notMatch(body, /after/)
+})
+
+t.test('a client that stops reading stops the relay from reading the upstream', async (t) => {
+  const s = await relay(t, { highWaterMark: 1024 })
+  const res = await s.response
+  res.pause()
+  const event = chunk('z'.repeat(64 * 1024))
+  const consumed = async (): Promise<boolean> => {
+    for (let i = 0; i < 50; i++) {
+      if (s.upstream.readableLength === 0) return true
+      await new Promise((r) => setTimeout(r, 1))
+    }
+    return false
+  }
+  // Feed one event at a time until the relay stops taking them: the client's socket and ours are full.
+  let taken = 0
+  while (taken < 1000) {
+    s.upstream.push(event)
+    if (!(await consumed())) break
+    taken++
+  }
+  t.ok(taken < 1000, `the relay stopped pulling after ${taken} events of 64 KiB`)
+  const buffered = s.upstream.readableLength
+  await new Promise((r) => setTimeout(r, 30))
+  t.equal(s.upstream.readableLength, buffered, 'and stays stopped while the client does not read')
+  s.upstream.push(DONE)
+  s.upstream.push(null)
+  res.resume()
+  const body = await text(res)
+  t.ok(body.endsWith(DONE), 'everything arrives once the client reads again')
+  t.equal((await s.outcome).kind, 'completed')
+})
+
+t.test('a client that leaves mid-stream aborts the relay and the upstream', async (t) => {
+  const s = await relay(t)
+  s.upstream.push(chunk('partial'))
+  const res = await s.response
+  await once(res, 'data')
+  res.destroy()
+  t.same(await s.outcome, { kind: 'aborted' })
+  await new Promise((r) => setImmediate(r))
+  t.ok(s.upstream.destroyed, 'upstream destroyed')
+  t.same(s.saved, [], 'nothing saved')
+})
