@@ -7,7 +7,7 @@ import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import { Pool } from 'undici'
-import { ClientGone } from '../src/http/server.js'
+import { ClientGone } from '../src/http/client-gone.js'
 
 t.test('abort: once, with the reason AbortController gives, seen by signals made before and after', async (t) => {
   const gone = new ClientGone()

@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net'
 import { Readable } from 'node:stream'
 import t, { type Test } from 'tap'
 import { relayStream, SSE_HEADERS, type StreamOutcome } from '../src/chat/relay-stream.js'
-import { ClientGone } from '../src/http/server.js'
+import { ClientGone } from '../src/http/client-gone.js'
 
 const chunk = (content: string, extra = ''): string =>
   `data: {"id":"gen-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":${JSON.stringify(content)}}}]${extra}}\n\n`

@@ -31,7 +31,7 @@ export type StreamOutcome =
   | { kind: 'failed'; error: GatewayError | undefined; text: string; usage: Usage | undefined }
   | { kind: 'aborted' }
 
-/** The client's departure (ClientGone in src/http/server.ts): polled, and as an AbortSignal when waiting. */
+/** The client's departure (ClientGone, src/http/client-gone.ts): polled, and as an AbortSignal when waiting. */
 export interface ClientDeparture {
   readonly aborted: boolean
   readonly signal: AbortSignal
