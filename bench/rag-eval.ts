@@ -37,10 +37,9 @@
  * Usage: node dist/bench/rag-eval.js [--chunks 64,96,128] [--overlap 0,16] [--modes bm25,vector,hybrid]
  *        [--k 20] [--budget 1000] [--rrf 60] [--limit 0] [--json]
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
 import { analyze } from '../src/rag/analyzer.js'
 import { Bm25Index } from '../src/rag/bm25.js'
 import { countO200k } from '../src/rag/chunker.js'
@@ -50,6 +49,8 @@ import { LocalEmbedder } from '../src/rag/embedder.js'
 import { KnowledgeBase } from '../src/rag/knowledge-base.js'
 import type { SearchMode } from '../src/rag/search-index.js'
 import { openStore } from '../src/storage/store.js'
+import { sharedDataPath } from './lib/project-root.js'
+import { quantile, timed } from './lib/stats.js'
 
 interface Squad {
   data: Array<{
@@ -89,16 +90,6 @@ function arg(name: string, fallback: string): string {
 }
 const nums = (s: string): number[] => s.split(',').filter(Boolean).map(Number)
 
-function projectRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url))
-  while (!existsSync(join(dir, 'package.json'))) {
-    const up = dirname(dir)
-    if (up === dir) throw new Error('package.json not found above ' + fileURLToPath(import.meta.url))
-    dir = up
-  }
-  return dir
-}
-
 function sentenceRanges(text: string): Array<[number, number]> {
   const out: Array<[number, number]> = []
   const re = /[.!?]["')\]]*\s+/g
@@ -112,8 +103,7 @@ function sentenceRanges(text: string): Array<[number, number]> {
 }
 
 function load(): { files: string[]; titles: string[]; questions: Question[] } {
-  const path = join(projectRoot(), '..', 'shared', 'data', 'squad-dev-v2.0.json')
-  const squad = JSON.parse(readFileSync(path, 'utf8')) as Squad
+  const squad = JSON.parse(readFileSync(sharedDataPath('squad-dev-v2.0.json'), 'utf8')) as Squad
   const files: string[] = []
   const titles: string[] = []
   const questions: Question[] = []
@@ -155,11 +145,6 @@ function covered(ranges: Array<[number, number]>, [s, e]: [number, number]): boo
   return pos >= e
 }
 
-function percentile(xs: number[], p: number): number {
-  const s = [...xs].sort((a, b) => a - b)
-  return s[Math.min(s.length - 1, Math.floor(p * s.length))] ?? 0
-}
-
 async function evalConfig(
   data: ReturnType<typeof load>,
   cfg: { chunk: number; overlap: number; modes: SearchMode[]; ks: number[]; budget: number; rrf: number; vw: number | undefined },
@@ -193,9 +178,8 @@ async function evalConfig(
     const acc = cfg.ks.map(() => ({ sentence: 0, span: 0, paragraph: 0, tokens: 0, chunks: 0 }))
     const lat: number[] = []
     for (const q of data.questions) {
-      const t0 = performance.now()
-      const all = await kb.search('eval', q.question, maxK, mode)
-      lat.push(performance.now() - t0)
+      const { value: all, wallMs } = await timed(() => kb.search('eval', q.question, maxK, mode))
+      lat.push(wallMs)
       cfg.ks.forEach((k, i) => {
         const sel = selectContext(all.slice(0, k), { maxTokens: cfg.budget })
         const ranges = sel.hits.filter((h) => h.file_id === fileIds[q.file]).map((h): [number, number] => [h.char_start, h.char_end])
@@ -220,7 +204,7 @@ async function evalConfig(
         paragraph: a.paragraph / n,
         tokens: a.tokens / n,
         chunks: a.chunks / n,
-        p50: percentile(lat, 0.5),
+        p50: quantile(lat, 0.5),
       })
     })
   }

@@ -13,8 +13,8 @@
  * same run, interleaved with ingestion so it sees the same load, is gpt-tokenizer's `encode` of every 4th file (the
  * cost of tokenizing the text once), and the ratio of the two CPU speeds is the load-independent figure. Queries are
  * 3–6 words drawn from random paragraphs; after a warm-up, each mode is timed per call (`performance.now`) and
- * reported as p50/p99. Baseline for search in the same run: an exact brute-force cosine scan over the same vectors
- * (what HNSW saves), which also gives HNSW's recall@8. Also timed: restart (`init` loading the saved graph and
+ * reported as nearest-rank p50/p99 (bench/lib/stats.ts). Baseline for search in the same run: an exact brute-force
+ * cosine scan over the same vectors (what HNSW saves), which also gives HNSW's recall@8. Also timed: restart (`init` loading the saved graph and
  * rebuilding BM25) and a rebuild from LMDB (graph file removed).
  *
  * Results (2026-11, Node 20, defaults: 192/80 chunks, 256 dims, HNSW M 16 / efConstruction 32 / ef 64; 100k chunks,
@@ -55,15 +55,17 @@
  */
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { cpus, loadavg, tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
 import { encode } from 'gpt-tokenizer'
+import { mulberry32 } from '../src/mock-upstream/prng.js'
 import { LocalEmbedder } from '../src/rag/embedder.js'
 import { KnowledgeBase } from '../src/rag/knowledge-base.js'
 import type { SearchMode } from '../src/rag/search-index.js'
 import { DEFAULT_HNSW } from '../src/rag/vector-index.js'
 import { decodeVector } from '../src/storage/file-repo.js'
 import { openStore, type Store } from '../src/storage/store.js'
+import { sharedDataPath } from './lib/project-root.js'
+import { quantile, timed } from './lib/stats.js'
 
 function arg(name: string, fallback: number): number {
   const i = process.argv.indexOf(`--${name}`)
@@ -81,25 +83,11 @@ const RESTART = !process.argv.includes('--no-restart')
 const FILE_BYTES = 256 * 1024
 const NO_SPECIAL = { disallowedSpecial: new Set<string>() }
 
-// mulberry32: small, fast, deterministic.
-function prng(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
-
-const rand = prng(42)
+const rand = mulberry32(42)
 
 /** Words and their frequencies from the SQuAD articles, most frequent first; Zipf over made-up words without them. */
 function vocabulary(): { words: string[]; weights: number[] } {
-  let dir = dirname(fileURLToPath(import.meta.url))
-  while (!existsSync(join(dir, 'package.json')) && dirname(dir) !== dir) dir = dirname(dir)
-  const path = join(dir, '..', 'shared', 'data', 'squad-dev-v2.0.json')
+  const path = sharedDataPath('squad-dev-v2.0.json')
   if (existsSync(path)) {
     const counts = new Map<string, number>()
     const squad = JSON.parse(readFileSync(path, 'utf8')) as { data: Array<{ paragraphs: Array<{ context: string }> }> }
@@ -167,11 +155,7 @@ function file(): { text: string; paragraphs: string[] } {
   return { text: paragraphs.join('\n\n'), paragraphs }
 }
 
-function stats(xs: number[]): { p50: number; p99: number; mean: number } {
-  const s = [...xs].sort((a, b) => a - b)
-  const at = (p: number): number => s[Math.min(s.length - 1, Math.floor(p * s.length))] ?? 0
-  return { p50: at(0.5), p99: at(0.99), mean: s.reduce((a, b) => a + b, 0) / (s.length || 1) }
-}
+const stats = (xs: number[]): { p50: number; p99: number } => ({ p50: quantile(xs, 0.5), p99: quantile(xs, 0.99) })
 
 function openKb(dir: string, store: Store): KnowledgeBase {
   return new KnowledgeBase({
@@ -184,16 +168,6 @@ function openKb(dir: string, store: Store): KnowledgeBase {
     clock: Date.now,
     hnsw: HNSW,
   })
-}
-
-/** Wall and CPU (all threads of the process) time of `fn`, in ms. */
-async function timed<T>(fn: () => Promise<T> | T): Promise<{ value: T; wallMs: number; cpuMs: number }> {
-  const cpu0 = process.cpuUsage()
-  const s = performance.now()
-  const value = await fn()
-  const wallMs = performance.now() - s
-  const cpu = process.cpuUsage(cpu0)
-  return { value, wallMs, cpuMs: (cpu.user + cpu.system) / 1000 }
 }
 
 /** The 8 best of `scores`, best first (an insertion buffer: a full sort of 100k scores cost more than the scan). */
@@ -261,11 +235,7 @@ async function main(): Promise<void> {
   for (const mode of ['bm25', 'vector', 'hybrid'] as SearchMode[]) {
     for (const q of queries.slice(0, 200)) await kb.search('bench', q, 8, mode)
     const times: number[] = []
-    for (const q of queries) {
-      const s = performance.now()
-      await kb.search('bench', q, 8, mode)
-      times.push(performance.now() - s)
-    }
+    for (const q of queries) times.push((await timed(() => kb.search('bench', q, 8, mode))).wallMs)
     latency[mode] = stats(times)
   }
 

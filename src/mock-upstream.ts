@@ -4,109 +4,40 @@
  * and mid-stream errors as a 200 stream's data event with a top-level `error` and `finish_reason: "error"`.
  * Used by the tests, the demo, the benchmarks and `recallgate mock-upstream`. It writes the SSE bytes itself (in
  * pieces if asked), so what a client parses is exactly what a real upstream could send.
+ *
+ * This module is the server and its control surface (routing, recording, the behaviour queue, sockets and responses
+ * in flight); the wire format is in mock-upstream/openrouter-json.ts and openrouter-stream.ts, how bytes are written
+ * in mock-upstream/response-writer.ts, and what a reply says in mock-upstream/content.ts.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import { once } from 'node:events'
-import { createHash } from 'node:crypto'
-import { setTimeout as sleep, setImmediate as nextTurn } from 'node:timers/promises'
-import { encode, encodeChat } from 'gpt-tokenizer'
-import { systemClock, type Clock, type Ms } from './types.js'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { encode } from 'gpt-tokenizer'
+import { systemClock } from './types.js'
+import { countChat, lastUserText, parseJson, randomId, words } from './mock-upstream/content.js'
+import {
+  completionBody,
+  embeddingsBody,
+  modelEntry,
+  sendError,
+  sendJson,
+  type Generation,
+} from './mock-upstream/openrouter-json.js'
+import { streamReply } from './mock-upstream/openrouter-stream.js'
+import { mulberry32 } from './mock-upstream/prng.js'
+import { dropAfterFlush, write } from './mock-upstream/response-writer.js'
+import {
+  isObject,
+  type Json,
+  type MockBehaviour,
+  type MockModel,
+  type MockUpstream,
+  type MockUpstreamOptions,
+  type RecordedRequest,
+} from './mock-upstream/types.js'
 
-export interface MockBehaviour {
-  /** Assistant text; default `Echo: <last user message, first 200 chars>` (or `replyTokens` generated words). */
-  reply?: string
-  /** Non-2xx: answer with OpenRouter's error body `{"error":{"code":status,"message",metadata}}` and that status. */
-  status?: number
-  errorMessage?: string
-  /** Stream: characters (code points) of reply per content chunk; default 4. */
-  chunkChars?: number
-  /** Delay between streamed chunks; default 0. */
-  interChunkDelayMs?: Ms
-  /** Delay before the first byte of the response; default 0. */
-  ttftMs?: Ms
-  /** `: OPENROUTER PROCESSING` comments sent before the first chunk; default 1. */
-  keepAliveComments?: number
-  crlf?: boolean
-  /** Write the response bytes 1 at a time ('bytes') or in random 1–8 byte pieces, yielding to the loop between. */
-  splitWrites?: 'none' | 'bytes' | 'random'
-  /** After this many content chunks, send OpenRouter's error event and end the stream without [DONE]. */
-  midStreamError?: { afterChunks: number; message?: string; code?: number }
-  /** Never finish. 'mid-stream': after the headers and the first content chunk (half the body when not streaming). */
-  hang?: 'before-headers' | 'mid-stream'
-  /** Destroy the socket, at the same points as `hang`. */
-  reset?: 'before-headers' | 'mid-stream'
-  /** Non-stream: 200 with a body that is not JSON. */
-  invalidJson?: boolean
-  /** Stream: 200 text/event-stream whose lines are not valid chunks. */
-  invalidSse?: boolean
-  /** Default true: non-stream includes `usage`; a stream ends with the usage-only chunk before [DONE]. */
-  usage?: boolean
-  /** Load tests: when `reply` is unset, a reply of this many words (≈ tokens) drawn from the seeded PRNG. */
-  replyTokens?: { min: number; max: number }
-  /** Load tests: pace streamed content at this rate (overrides interChunkDelayMs for content chunks). */
-  tokensPerSecond?: number
-}
-
-export interface RecordedRequest {
-  method: string
-  path: string
-  headers: Record<string, string | string[] | undefined>
-  /** Parsed JSON body, or undefined when empty or not JSON. */
-  body: unknown
-  rawBody: string
-  receivedAt: Ms
-}
-
-export interface MockModel {
-  id: string
-  context_length: number
-}
-
-export interface MockUpstreamOptions {
-  /** Default 127.0.0.1 and port 0 (any free port). */
-  host?: string
-  port?: number
-  /** Served by GET /api/v1/models in OpenRouter's shape; default DEFAULT_MOCK_MODELS. */
-  models?: MockModel[]
-  /** Behaviour of every chat request that has no one-shot behaviour queued. */
-  behaviour?: MockBehaviour
-  /** Bound on the recorded-requests ring; default 1000 (0 records nothing). */
-  maxRecorded?: number
-  /** usage.prompt_tokens = round(encodeChat(messages, 'gpt-4o').length × factor), to mimic other tokenizers; 1. */
-  promptTokenFactor?: number
-  /** Default true: chat and embeddings without `Authorization: Bearer <token>` get OpenRouter's 401. */
-  requireAuth?: boolean
-  /** Embedding vector length when the request does not ask for `dimensions`; default 64. */
-  embeddingDimensions?: number
-  /** Share of default-behaviour chat requests answered 502, drawn from the seeded PRNG; default 0. */
-  errorRate?: number
-  /** Seed of the PRNG behind ids, random splits, errorRate and replyTokens; default 1. */
-  seed?: number
-  /** Timestamps (`created`, receivedAt); default the system clock. */
-  clock?: Clock
-  /** Request bodies above this are answered 413; default 16 MiB. */
-  maxBodyBytes?: number
-}
-
-export interface MockUpstream {
-  /** Base URL including /api/v1, e.g. http://127.0.0.1:1234/api/v1 */
-  url: string
-  port: number
-  /** What it received (bounded by maxRecorded), newest last. The same array for the mock's lifetime. */
-  requests: RecordedRequest[]
-  lastChatBody(): Record<string, unknown> | undefined
-  /** One-shot behaviour for the next chat request, FIFO, used instead of (not merged with) the default. */
-  enqueue(b: MockBehaviour): void
-  setDefault(b: MockBehaviour): void
-  openConnections(): number
-  /** Responses still being written (a hanging one counts until its client leaves). */
-  activeResponses(): number
-  /** Resolves once no response is in flight: e.g. after the gateway aborted a stream its client left. */
-  idle(): Promise<void>
-  /** Closes the server and destroys every socket, hanging requests included. */
-  close(): Promise<void>
-}
+export type { MockBehaviour, MockModel, MockUpstream, MockUpstreamOptions, RecordedRequest } from './mock-upstream/types.js'
 
 export const DEFAULT_MOCK_MODELS: readonly MockModel[] = [
   { id: 'openai/gpt-4o', context_length: 128000 },
@@ -115,22 +46,6 @@ export const DEFAULT_MOCK_MODELS: readonly MockModel[] = [
   { id: 'meta-llama/llama-3.1-8b-instruct', context_length: 131072 },
   { id: 'test/tiny', context_length: 4096 },
 ]
-
-const ERROR_MESSAGES: Record<number, string> = {
-  400: 'Bad Request',
-  401: 'No auth credentials found',
-  402: 'Insufficient credits',
-  403: 'Input was flagged by moderation',
-  404: 'Not Found',
-  408: 'Request timed out',
-  413: 'Request body too large',
-  429: 'Rate limit exceeded',
-  502: 'Provider returned error',
-  503: 'No endpoints found that can handle the request',
-}
-
-type Json = Record<string, unknown>
-type Rng = () => number
 
 export async function startMockUpstream(o: MockUpstreamOptions = {}): Promise<MockUpstream> {
   const clock = o.clock ?? systemClock
@@ -212,7 +127,7 @@ export async function startMockUpstream(o: MockUpstreamOptions = {}): Promise<Mo
     const prompt = Math.round(countChat(messages) * (o.promptTokenFactor ?? 1))
     const completion = encode(reply, { disallowedSpecial: new Set() }).length
     const created = Math.floor(clock() / 1000)
-    const gen: Reply = {
+    const gen: Generation = {
       text: reply,
       head: {
         id: `gen-${created}-${++seq}${randomId(rng)}`,
@@ -225,22 +140,7 @@ export async function startMockUpstream(o: MockUpstreamOptions = {}): Promise<Mo
     const send = (text: string) => write(res, text, b, rng, signal)
     if (body.stream === true) return streamReply(res, gen, b, send, signal)
 
-    const text = b.invalidJson
-      ? '<html><body>502 Bad Gateway</body></html>'
-      : JSON.stringify({
-          ...gen.head,
-          object: 'chat.completion',
-          choices: [
-            {
-              index: 0,
-              logprobs: null,
-              finish_reason: 'stop',
-              native_finish_reason: 'stop',
-              message: { role: 'assistant', content: reply, refusal: null, reasoning: null },
-            },
-          ],
-          ...(b.usage === false ? {} : { usage: gen.usage }),
-        })
+    const text = completionBody(gen, b)
     res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) })
     if (b.hang === 'mid-stream' || b.reset === 'mid-stream') {
       await send(text.slice(0, text.length >> 1))
@@ -258,19 +158,7 @@ export async function startMockUpstream(o: MockUpstreamOptions = {}): Promise<Mo
     }
     const asked = body.dimensions
     const dims = Number.isInteger(asked) && Number(asked) > 0 ? Number(asked) : (o.embeddingDimensions ?? 64)
-    const tokens = input.reduce((n, s) => n + encode(s, { disallowedSpecial: new Set() }).length, 0)
-    sendJson(res, 200, {
-      object: 'list',
-      data: input.map((s, index) => {
-        const v = embedText(s, dims)
-        // The openai SDK asks for base64 (little-endian float32) unless told otherwise; honour both, as OpenAI does.
-        const base64 = body.encoding_format === 'base64'
-        const embedding = base64 ? Buffer.from(new Float32Array(v).buffer).toString('base64') : v
-        return { object: 'embedding', index, embedding }
-      }),
-      model: typeof body.model === 'string' ? body.model : 'mock/embedding',
-      usage: { prompt_tokens: tokens, total_tokens: tokens },
-    })
+    sendJson(res, 200, embeddingsBody(body, input, dims))
   }
 
   server.listen(o.port ?? 0, o.host ?? '127.0.0.1')
@@ -305,193 +193,4 @@ export async function startMockUpstream(o: MockUpstreamOptions = {}): Promise<Mo
       return closed
     },
   }
-}
-
-interface Reply {
-  text: string
-  /** Fields every body and chunk of this generation starts with. */
-  head: { id: string; provider: string; model: string; created: number }
-  usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number }
-}
-
-/** The OpenRouter stream: comments, role chunk, content chunks, stop chunk, usage-only chunk, [DONE]. */
-async function streamReply(
-  res: ServerResponse,
-  r: Reply,
-  b: MockBehaviour,
-  send: (text: string) => Promise<void>,
-  signal: AbortSignal,
-): Promise<void> {
-  const nl = b.crlf ? '\r\n' : '\n'
-  const frame = (json: Json) => `data: ${JSON.stringify(json)}${nl}${nl}`
-  const chunk = (choices: Json[], extra: Json = {}) =>
-    frame({ ...r.head, object: 'chat.completion.chunk', ...extra, choices })
-  const delta = (d: Json, finish: string | null) => [
-    { index: 0, delta: d, finish_reason: finish, native_finish_reason: finish, logprobs: null },
-  ]
-  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-generation-id': r.head.id })
-  for (let i = 0; i < (b.keepAliveComments ?? 1); i++) await send(`: OPENROUTER PROCESSING${nl}${nl}`)
-  if (b.invalidSse) {
-    await send(`data: {"id": "${r.head.id}", "choices": [{${nl}${nl}not an event stream${nl}data: <html>${nl}${nl}`)
-    return void res.end()
-  }
-  await send(chunk(delta({ role: 'assistant', content: '' }, null)))
-  const pieces = splitCodePoints(r.text, b.chunkChars ?? 4)
-  const stopAt = b.midStreamError ? Math.min(b.midStreamError.afterChunks, pieces.length) : pieces.length
-  for (let i = 0; i < Math.max(1, stopAt); i++) {
-    const piece = pieces[i]
-    if (piece !== undefined && i < stopAt) await send(chunk(delta({ role: 'assistant', content: piece }, null)))
-    // The mid-stream point: after the first content chunk (after the role chunk when there is none).
-    if (i === 0 && b.hang === 'mid-stream') return
-    if (i === 0 && b.reset === 'mid-stream') return dropAfterFlush(res, signal)
-    if (piece === undefined || i >= stopAt) break
-    const delay = b.tokensPerSecond ? (1000 * encode(piece).length) / b.tokensPerSecond : b.interChunkDelayMs
-    if (delay) await sleep(delay, undefined, { signal })
-  }
-  if (b.midStreamError) {
-    const { code = 502, message = 'Provider disconnected unexpectedly' } = b.midStreamError
-    const choices = [{ index: 0, delta: { content: '' }, finish_reason: 'error', native_finish_reason: 'error' }]
-    await send(chunk(choices, { error: { code, message } }))
-    return void res.end()
-  }
-  await send(chunk(delta({ role: 'assistant', content: '' }, 'stop')))
-  if (b.usage !== false) await send(chunk([], { usage: r.usage }))
-  await send(`data: [DONE]${nl}${nl}`)
-  res.end()
-}
-
-/** Write respecting backpressure, in pieces when asked; rejects with an AbortError once the client has left. */
-async function write(res: ServerResponse, text: string, b: MockBehaviour, rng: Rng, signal: AbortSignal) {
-  signal.throwIfAborted()
-  const mode = b.splitWrites ?? 'none'
-  if (mode === 'none') {
-    if (!res.write(text)) await once(res, 'drain', { signal })
-    return
-  }
-  const bytes = Buffer.from(text)
-  for (let i = 0; i < bytes.length; ) {
-    const n = mode === 'bytes' ? 1 : 1 + Math.floor(rng() * 8)
-    res.write(bytes.subarray(i, i + n))
-    i += n
-    // Yielding lets each piece leave as its own write (noDelay is set), so the client sees them separately.
-    await nextTurn(undefined, { signal })
-  }
-}
-
-/** Cut the connection once what was written has left, so the client sees a partial response, then the drop. */
-async function dropAfterFlush(res: ServerResponse, signal: AbortSignal): Promise<void> {
-  // node:http corks the socket around a response's first write and uncorks on the next tick.
-  await nextTurn(undefined, { signal })
-  const socket = res.socket
-  if (socket && socket.writableLength > 0) await once(socket, 'drain', { signal })
-  socket?.destroy()
-}
-
-function sendJson(res: ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body)
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) })
-  res.end(text)
-}
-
-function sendError(res: ServerResponse, status: number, message?: string, metadata?: Json): void {
-  const error: Json = { code: status, message: message ?? ERROR_MESSAGES[status] ?? `Upstream error ${status}` }
-  if (metadata) error.metadata = metadata
-  sendJson(res, status, { error })
-}
-
-function modelEntry(m: MockModel): Json {
-  const [vendor = 'mock', name = m.id] = m.id.split('/')
-  return {
-    id: m.id,
-    canonical_slug: m.id,
-    name: `${vendor}: ${name}`,
-    created: 1700000000,
-    description: `Mock of ${m.id}`,
-    context_length: m.context_length,
-    architecture: { modality: 'text->text', input_modalities: ['text'], output_modalities: ['text'],
-      tokenizer: vendor === 'anthropic' ? 'Claude' : vendor === 'openai' ? 'GPT' : 'Other', instruct_type: null },
-    pricing: { prompt: '0.0000025', completion: '0.00001', request: '0', image: '0' },
-    top_provider: { context_length: m.context_length, max_completion_tokens: Math.min(16384, m.context_length >> 2),
-      is_moderated: false },
-    per_request_limits: null,
-    supported_parameters: ['max_tokens', 'temperature', 'top_p', 'stop', 'stream', 'seed'],
-  }
-}
-
-function countChat(messages: unknown[]): number {
-  const chat = messages.filter(isObject).map((m) => ({
-    role: typeof m.role === 'string' ? m.role : 'user',
-    content: contentText(m.content),
-  }))
-  return encodeChat(chat, 'gpt-4o', { disallowedSpecial: new Set() }).length
-}
-
-function lastUserText(messages: unknown[]): string {
-  for (let i = messages.length - 1; i >= 0; i--) {
-    const m = messages[i]
-    if (isObject(m) && m.role === 'user') return contentText(m.content)
-  }
-  return ''
-}
-
-/** String content as is; OpenAI content parts by their text. */
-function contentText(c: unknown): string {
-  if (typeof c === 'string') return c
-  if (Array.isArray(c)) return c.map((p) => (isObject(p) && typeof p.text === 'string' ? p.text : '')).join('')
-  return c === undefined || c === null ? '' : JSON.stringify(c)
-}
-
-/** Split by code points so a streamed piece never ends inside a surrogate pair. */
-function splitCodePoints(s: string, size: number): string[] {
-  const cps = Array.from(s)
-  const out: string[] = []
-  const n = Math.max(1, Math.floor(size))
-  for (let i = 0; i < cps.length; i += n) out.push(cps.slice(i, i + n).join(''))
-  return out
-}
-
-const VOCAB = ['the', 'memory', 'gateway', 'token', 'stream', 'context', 'model', 'answer', 'quick', 'data']
-function words(range: { min: number; max: number }, rng: Rng): string {
-  const n = range.min + Math.floor(rng() * (Math.max(range.min, range.max) - range.min + 1))
-  return Array.from({ length: n }, () => VOCAB[Math.floor(rng() * VOCAB.length)]).join(' ')
-}
-
-function randomId(rng: Rng): string {
-  const abc = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789'
-  let s = '-'
-  for (let i = 0; i < 16; i++) s += abc[Math.floor(rng() * abc.length)]
-  return s
-}
-
-/** Deterministic unit vector from the text's hash: equal texts get equal vectors, different texts unrelated ones. */
-function embedText(text: string, dims: number): number[] {
-  const next = mulberry32(createHash('sha256').update(text).digest().readUInt32LE(0))
-  const v = Array.from({ length: dims }, () => next() * 2 - 1)
-  const norm = Math.sqrt(v.reduce((n, x) => n + x * x, 0)) || 1
-  return v.map((x) => x / norm)
-}
-
-function mulberry32(seed: number): Rng {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
-
-function parseJson(text: string): unknown {
-  if (text === '') return undefined
-  try {
-    return JSON.parse(text)
-  } catch {
-    // Recorded as undefined; the route answers 400 for a body it needs.
-    return undefined
-  }
-}
-
-function isObject(x: unknown): x is Json {
-  return typeof x === 'object' && x !== null && !Array.isArray(x)
 }

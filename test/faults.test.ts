@@ -195,13 +195,17 @@ t.test('slow clients are cut off at the configured timeouts and hold no one up',
     mock: { behaviour: { reply: 'a stream that outlives the request timeout', chunkChars: 2, interChunkDelayMs: 40 } },
   })
 
-  /** Connect and write `bytes` one at a time every 20 ms; resolve with what came back and when the server closed. */
-  const dribble = (bytes: string) =>
+  /**
+   * Connect, write `head` at once, then `bytes` one at a time every 20 ms; resolve with what came back, when the
+   * server closed, and how many of `bytes` were written by then.
+   */
+  const dribble = (bytes: string, head = '') =>
     new Promise<{ text: string; ms: number; wrote: number }>((resolve) => {
       const started = Date.now()
       const s = connect(h.gw.port, '127.0.0.1')
       let text = ''
       let i = 0
+      if (head !== '') s.write(head)
       const timer = setInterval(() => {
         if (i < bytes.length && s.writable) s.write(bytes[i++] as string)
       }, 20)
@@ -215,25 +219,10 @@ t.test('slow clients are cut off at the configured timeouts and hold no one up',
 
   const headers = 'GET /api/v1/models HTTP/1.1\r\nHost: x\r\nX-Padding: ' + 'p'.repeat(200) + '\r\n\r\n'
   const body = JSON.stringify({ model: 'openai/gpt-4o', messages: [{ role: 'user', content: 'x'.repeat(100) }], useRAG: false })
-  const slowBody = `POST /api/v1/chat/completions HTTP/1.1\r\nHost: x\r\nserviceKey: ${KEY_A}\r\nAuthorization: Bearer x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`
+  const postHead = `POST /api/v1/chat/completions HTTP/1.1\r\nHost: x\r\nserviceKey: ${KEY_A}\r\nAuthorization: Bearer x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`
   const slow = [dribble(headers), dribble(headers), dribble(headers)]
-  const slowPost = new Promise<{ text: string; ms: number; wrote: number }>((resolve) => {
-    // Headers at once, then the body byte by byte.
-    const s = connect(h.gw.port, '127.0.0.1')
-    const started = Date.now()
-    let text = ''
-    let i = 0
-    s.write(slowBody)
-    const timer = setInterval(() => {
-      if (i < body.length && s.writable) s.write(body[i++] as string)
-    }, 20)
-    s.setEncoding('utf8').on('data', (d: string) => (text += d))
-    s.on('error', () => undefined)
-    s.on('close', () => {
-      clearInterval(timer)
-      resolve({ text, ms: Date.now() - started, wrote: i })
-    })
-  })
+  // Headers at once, then the body byte by byte.
+  const slowPost = dribble(body, postHead)
 
   // While they dribble, everyone else is served at once, including a stream that runs past REQUEST_TIMEOUT_MS.
   const t0 = Date.now()

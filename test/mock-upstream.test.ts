@@ -54,6 +54,23 @@ async function expectError(
   if (fields.message) t.match((err as Error).message, fields.message)
 }
 
+/** Read `body` until it fails with an instance of `cls` (failing the test otherwise); the bytes that came first. */
+async function bytesUntilError(
+  t: Test,
+  body: AsyncIterable<unknown>,
+  cls: abstract new (...args: never[]) => Error,
+): Promise<Buffer> {
+  const got: Buffer[] = []
+  await expectError(
+    t,
+    async () => {
+      for await (const c of body) got.push(c as Buffer)
+    },
+    cls,
+  )
+  return Buffer.concat(got)
+}
+
 function parseSse(bytes: Buffer): { events: SseEvent[]; comments: string[]; discarded: boolean } {
   const events: SseEvent[] = []
   const comments: string[] = []
@@ -226,15 +243,7 @@ t.test('reset before headers and mid-stream are seen as socket errors', async (t
   mock.enqueue({ reset: 'mid-stream', reply: 'first-chunk-then-gone' })
   const res = await rawPost(t, mock.url, { model: 'm/x', messages: user('x'), stream: true })
   t.equal(res.statusCode, 200)
-  const got: Buffer[] = []
-  await expectError(
-    t,
-    async () => {
-      for await (const c of res.body) got.push(c as Buffer)
-    },
-    undiciErrors.SocketError,
-  )
-  const { events } = parseSse(Buffer.concat(got))
+  const { events } = parseSse(await bytesUntilError(t, res.body, undiciErrors.SocketError))
   t.match(events.at(-1)?.data, /"content":"firs"/, 'the first content chunk arrived before the reset')
 })
 
@@ -253,15 +262,8 @@ t.test('hang before headers and mid-stream are seen as undici timeouts', async (
     const body = { model: 'm/x', messages: user('x'), stream: true }
     const res = await rawPost(t, mid.mock.url, body, { bodyTimeout: 150 })
     t.equal(res.statusCode, 200)
-    const got: Buffer[] = []
-    await expectError(
-      t,
-      async () => {
-        for await (const c of res.body) got.push(c as Buffer)
-      },
-      undiciErrors.BodyTimeoutError,
-    )
-    t.match(parseSse(Buffer.concat(got)).events.at(-1)?.data, /"content":"abcd"/, 'first content chunk, then silence')
+    const got = await bytesUntilError(t, res.body, undiciErrors.BodyTimeoutError)
+    t.match(parseSse(got).events.at(-1)?.data, /"content":"abcd"/, 'first content chunk, then silence')
   })()
   await Promise.all([headersTimedOut, bodyTimedOut])
 })

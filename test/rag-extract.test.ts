@@ -5,42 +5,7 @@
 import t, { type Test } from 'tap'
 import { GatewayError } from '../src/errors.js'
 import { detectFormat, extract, type ExtractedText } from '../src/rag/extract.js'
-
-/** A minimal valid PDF 1.4: one page per entry, each line drawn with Helvetica; '' leaves a blank line. */
-function makePdf(pages: string[][]): Buffer {
-  const objs: string[] = ['<< /Type /Catalog /Pages 2 0 R >>', '']
-  const kids: string[] = []
-  const font = 3
-  objs.push('<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>')
-  for (const lines of pages) {
-    const ops = lines.map((l) => `(${l.replace(/[\\()]/g, (m) => `\\${m}`)}) '`).join(' ')
-    const content = `BT /F1 12 Tf 72 720 Td 14 TL ${ops} ET`
-    objs.push(`<< /Length ${Buffer.byteLength(content, 'latin1')} >>\nstream\n${content}\nendstream`)
-    const contentRef = objs.length
-    objs.push(
-      `<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 ${font} 0 R >> >> /Contents ${contentRef} 0 R >>`,
-    )
-    kids.push(`${objs.length} 0 R`)
-  }
-  objs[1] = `<< /Type /Pages /Kids [${kids.join(' ')}] /Count ${kids.length} >>`
-  let out = '%PDF-1.4\n'
-  const offsets: number[] = []
-  objs.forEach((o, i) => {
-    offsets.push(Buffer.byteLength(out, 'latin1'))
-    out += `${i + 1} 0 obj\n${o}\nendobj\n`
-  })
-  const xref = Buffer.byteLength(out, 'latin1')
-  out += `xref\n0 ${objs.length + 1}\n0000000000 65535 f \n`
-  out += offsets.map((o) => `${String(o).padStart(10, '0')} 00000 n \n`).join('')
-  out += `trailer\n<< /Size ${objs.length + 1} /Root 1 0 R >>\nstartxref\n${xref}\n%%EOF\n`
-  return Buffer.from(out, 'latin1')
-}
-
-const file = (filename: string, content: string | Buffer, contentType?: string) => ({
-  filename,
-  contentType,
-  bytes: typeof content === 'string' ? Buffer.from(content) : content,
-})
+import { makePdf, upload } from './helpers/format-fixtures.js'
 
 function blockTexts(x: ExtractedText): Array<[string, string]> {
   return x.blocks.map((b) => [b.kind === 'heading' ? `h${b.level}` : 'p', x.text.slice(b.start, b.end)])
@@ -57,7 +22,7 @@ async function rejects(t: Test, p: Promise<unknown>, code: string, status: numbe
 }
 
 t.test('plain text keeps the file text and splits paragraphs on blank lines', async (t) => {
-  const x = await extract(file('notes.txt', '\ufeffFirst line\r\nstill first.\r\n\r\n  Second paragraph.  \n\n\n'))
+  const x = await extract(upload('notes.txt', '\ufeffFirst line\r\nstill first.\r\n\r\n  Second paragraph.  \n\n\n'))
   t.equal(x.format, 'text')
   t.equal(x.text, 'First line\nstill first.\n\n  Second paragraph.  \n\n\n', 'BOM dropped, CRLF normalised')
   t.same(blockTexts(x), [
@@ -68,7 +33,7 @@ t.test('plain text keeps the file text and splits paragraphs on blank lines', as
 
 t.test('markdown: ATX and setext headings, fenced code is not a heading', async (t) => {
   const md = ['# Guide', '', 'Intro text.', '', 'Setup', '-----', 'Run **it**.', '', '```sh', '# not a heading', '```', '', '### Deep *dive* ###', 'Body.'].join('\n')
-  const x = await extract(file('guide.md', md))
+  const x = await extract(upload('guide.md', md))
   t.equal(x.format, 'markdown')
   t.same(blockTexts(x), [
     ['h1', '# Guide'],
@@ -95,7 +60,7 @@ t.test('html: visible text only, headings, entities, tables, title', async (t) =
     <table><tr><th>Plan</th><th>Days</th></tr><tr><td>Basic</td><td>20</td></tr></table>
     <pre>line 1
 line 2</pre></body></html>`
-  const x = await extract(file('page.html', html, 'text/html; charset=utf-8'))
+  const x = await extract(upload('page.html', html, 'text/html; charset=utf-8'))
   t.equal(x.format, 'html')
   t.notMatch(x.text, /SCRIPT-TEXT|HIDDEN-TEXT|NOSCRIPT-TEXT|color:red/)
   t.same(blockTexts(x), [
@@ -112,28 +77,28 @@ line 2</pre></body></html>`
 
 t.test('json: key paths and values, one paragraph per top-level entry', async (t) => {
   const json = JSON.stringify({ name: 'recallgate', version: 2, servers: [{ host: 'a.example', port: 8080 }], 'odd key': null })
-  const x = await extract(file('config.json', json))
+  const x = await extract(upload('config.json', json))
   t.equal(x.format, 'json')
   t.same(blockTexts(x), [
     ['p', 'name: recallgate\nversion: 2'],
     ['p', 'servers[0].host: a.example\nservers[0].port: 8080'],
     ['p', '"odd key": null'],
   ])
-  const notJson = await extract(file('broken.json', '{"a": tru'))
+  const notJson = await extract(upload('broken.json', '{"a": tru'))
   t.equal(notJson.text, '{"a": tru', 'invalid JSON is still indexed as text')
 })
 
 t.test('csv: rows as "header: value" lines, quotes and delimiters', async (t) => {
   const csv = 'name,role,notes\n"Smith, Ann",engineer,"says ""hi""\nand leaves"\nBob,,\n'
-  const x = await extract(file('people.csv', csv))
+  const x = await extract(upload('people.csv', csv))
   t.equal(x.format, 'csv')
   t.same(blockTexts(x), [
     ['p', 'name: Smith, Ann\nrole: engineer\nnotes: says "hi"\nand leaves'],
     ['p', 'name: Bob'],
   ])
-  const semi = await extract(file('data.csv', 'a;b\n1;2\n'))
+  const semi = await extract(upload('data.csv', 'a;b\n1;2\n'))
   t.equal(semi.text, 'a: 1\nb: 2', 'semicolon delimiter sniffed')
-  const tsv = await extract(file('data.tsv', 'a\tb\n1\t2\n'))
+  const tsv = await extract(upload('data.tsv', 'a\tb\n1\t2\n'))
   t.equal(tsv.text, 'a: 1\nb: 2')
 })
 
@@ -142,7 +107,7 @@ t.test('pdf: the text layer, paragraphs by vertical gaps and pages', async (t) =
     ['Quarterly report.', 'The secret code is ZEBRA-42.', '', 'A new paragraph (after a gap).'],
     ['Page two text.'],
   ])
-  const x = await extract(file('report.pdf', pdf, 'application/pdf'))
+  const x = await extract(upload('report.pdf', pdf, 'application/pdf'))
   t.equal(x.format, 'pdf')
   t.same(blockTexts(x), [
     ['p', 'Quarterly report. The secret code is ZEBRA-42.'],
@@ -171,16 +136,16 @@ t.test('format detection: content type, extension, bytes', async (t) => {
 })
 
 t.test('refusals: unsupported → 415, no text → 400, broken PDF → 400', async (t) => {
-  await rejects(t, extract(file('image.png', Buffer.from([0x89, 0x50, 0x4e, 0x47, 0, 0, 0]), 'image/png')), 'unsupported_media_type', 415)
-  await rejects(t, extract(file('a.txt', Buffer.from([0x41, 0, 0x42]))), 'unsupported_media_type', 415)
-  await rejects(t, extract(file('empty.txt', '')), 'empty_file', 400)
-  await rejects(t, extract(file('blank.md', ' \n\n  \t\n#\n')), 'empty_file', 400)
-  await rejects(t, extract(file('only-markup.html', '<script>x()</script><p>  </p>')), 'empty_file', 400)
-  await rejects(t, extract(file('blank.pdf', makePdf([[]]))), 'empty_file', 400)
-  await rejects(t, extract(file('bad.pdf', '%PDF-1.4 garbage')), 'invalid_parameter', 400)
+  await rejects(t, extract(upload('image.png', Buffer.from([0x89, 0x50, 0x4e, 0x47, 0, 0, 0]), 'image/png')), 'unsupported_media_type', 415)
+  await rejects(t, extract(upload('a.txt', Buffer.from([0x41, 0, 0x42]))), 'unsupported_media_type', 415)
+  await rejects(t, extract(upload('empty.txt', '')), 'empty_file', 400)
+  await rejects(t, extract(upload('blank.md', ' \n\n  \t\n#\n')), 'empty_file', 400)
+  await rejects(t, extract(upload('only-markup.html', '<script>x()</script><p>  </p>')), 'empty_file', 400)
+  await rejects(t, extract(upload('blank.pdf', makePdf([[]]))), 'empty_file', 400)
+  await rejects(t, extract(upload('bad.pdf', '%PDF-1.4 garbage')), 'invalid_parameter', 400)
 })
 
 t.test('text that is not UTF-8 is read as Windows-1252, not refused', async (t) => {
-  const x = await extract(file('latin.txt', Buffer.from([0x63, 0x61, 0x66, 0xe9])))
+  const x = await extract(upload('latin.txt', Buffer.from([0x63, 0x61, 0x66, 0xe9])))
   t.equal(x.text, 'café')
 })

@@ -16,3 +16,13 @@ export const signedMs = (v: number): string => (Number.isFinite(v) ? `${v >= 0 ?
 export const mb = (bytes: number): string => `${(bytes / 1024 / 1024).toFixed(0)} MB`
 export const rps = (v: number): string => (v >= 100 ? `${Math.round(v)}/s` : `${v.toFixed(1)}/s`)
 export const ratio = (v: number): string => (Number.isFinite(v) ? `${v.toFixed(2)}×` : '-')
+
+/** Wall time of `fn` (performance.now) and the CPU time of the whole process meanwhile (all threads), in ms. */
+export async function timed<T>(fn: () => Promise<T> | T): Promise<{ value: T; wallMs: number; cpuMs: number }> {
+  const cpu0 = process.cpuUsage()
+  const s = performance.now()
+  const value = await fn()
+  const wallMs = performance.now() - s
+  const cpu = process.cpuUsage(cpu0)
+  return { value, wallMs, cpuMs: (cpu.user + cpu.system) / 1000 }
+}

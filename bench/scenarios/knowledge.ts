@@ -12,11 +12,12 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { chatRequest } from '../../src/cli/bench.js'
 import { Corpus } from '../lib/corpus.js'
-import { describeArms, failures, interleave, type Arm, type ArmResult } from '../lib/interleave.js'
+import { armProblems, latencyRow } from '../lib/arm-report.js'
+import { describeArms, interleave, type Arm } from '../lib/interleave.js'
 import type { KbBuilt } from '../lib/kb-build.js'
 import { spawnRole } from '../lib/procs.js'
 import { BENCH_KEY, callJson, capturedUpstreamBody, chatBody, PROVIDER_KEY, startStack, type ScenarioContext } from '../lib/stack.js'
-import { mb, ms, quantile, signedMs } from '../lib/stats.js'
+import { mb } from '../lib/stats.js'
 import type { Row } from '../lib/table.js'
 import type { ScenarioResult } from './relay.js'
 import { SESSION_MESSAGES, seedSession } from './session.js'
@@ -68,50 +69,37 @@ export async function knowledgeScenario(ctx: ScenarioContext): Promise<ScenarioR
     ctx.log(`knowledge: serial, ${rounds} rounds × ${batch} requests per arm`)
     const m = await interleave(arms, { rounds, batch: { connections: 1, requests: batch }, warmup: { connections: 1, requests: 100 }, afterWarmup: () => stack.profileStart() })
     if (ctx.verbose) ctx.log(describeArms('knowledge, serial', m))
-    for (const r of m.values()) {
-      const f = failures(r)
-      if (f !== undefined) problems.push(`knowledge: ${f}`)
-    }
+    problems.push(...armProblems('knowledge', m))
     const busyRss = (await stack.gateway.stats()).rss
-    const get = (n: string): ArmResult => m.get(n) as ArmResult
-    const q = (n: string, p: number): number => quantile(get(n).latencyMs, p)
-    const rows: Row[] = []
-    const a = q('recallgate rag', 0.5) - q('direct rag', 0.5)
-    rows.push({
-      scenario: label,
-      measure: `serial p50, RAG on (${first._metadata.context.includedChunks} chunks in prompt)`,
-      baseline: `direct, same prompt ${ms(q('direct rag', 0.5))}`,
-      value: ms(q('recallgate rag', 0.5)),
-      delta: signedMs(a),
-      target: '≤ +2 ms',
-      pass: a <= 2,
-    })
-    rows.push({
-      scenario: label,
-      measure: 'serial p99, RAG on',
-      baseline: `direct ${ms(q('direct rag', 0.99))}`,
-      value: ms(q('recallgate rag', 0.99)),
-      delta: signedMs(q('recallgate rag', 0.99) - q('direct rag', 0.99)),
-      target: '',
-    })
-    const b = q('recallgate rag+session', 0.5) - q('direct rag+session', 0.5)
-    rows.push({
-      scenario: label,
-      measure: `serial p50, RAG + ${SESSION_MESSAGES}-message session`,
-      baseline: `direct, same prompt ${ms(q('direct rag+session', 0.5))}`,
-      value: ms(q('recallgate rag+session', 0.5)),
-      delta: signedMs(b),
-      target: '≤ +2 ms',
-      pass: b <= 2,
-    })
-    rows.push({
-      scenario: label,
-      measure: `gateway RSS (index load ${loadSeconds.toFixed(1)} s)`,
-      baseline: '',
-      value: `${mb(idleRss)} idle, ${mb(busyRss)} after`,
-      delta: '',
-      target: '',
-    })
+    const rows: Row[] = [
+      latencyRow(m, {
+        scenario: label,
+        measure: `serial p50, RAG on (${first._metadata.context.includedChunks} chunks in prompt)`,
+        arm: 'recallgate rag',
+        baseline: 'direct rag',
+        baselineLabel: 'direct, same prompt',
+        p: 0.5,
+        targetMs: 2,
+      }),
+      latencyRow(m, { scenario: label, measure: 'serial p99, RAG on', arm: 'recallgate rag', baseline: 'direct rag', p: 0.99 }),
+      latencyRow(m, {
+        scenario: label,
+        measure: `serial p50, RAG + ${SESSION_MESSAGES}-message session`,
+        arm: 'recallgate rag+session',
+        baseline: 'direct rag+session',
+        baselineLabel: 'direct, same prompt',
+        p: 0.5,
+        targetMs: 2,
+      }),
+      {
+        scenario: label,
+        measure: `gateway RSS (index load ${loadSeconds.toFixed(1)} s)`,
+        baseline: '',
+        value: `${mb(idleRss)} idle, ${mb(busyRss)} after`,
+        delta: '',
+        target: '',
+      },
+    ]
     return { rows, problems }
   } finally {
     await callJson(stack.origins.gateway, 'DELETE', `/api/v1/sessions/${sessionId}`).catch(() => undefined)

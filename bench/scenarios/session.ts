@@ -9,9 +9,10 @@
  */
 import { chatRequest } from '../../src/cli/bench.js'
 import { Corpus } from '../lib/corpus.js'
-import { describeArms, failures, interleave, type ArmResult } from '../lib/interleave.js'
+import { arm, armProblems, latencyRow } from '../lib/arm-report.js'
+import { describeArms, interleave } from '../lib/interleave.js'
 import { BENCH_KEY, callJson, capturedUpstreamBody, chatBody, PROVIDER_KEY, startStack, type ScenarioContext, type Stack } from '../lib/stack.js'
-import { quantile, signedMs, us, ms } from '../lib/stats.js'
+import { us } from '../lib/stats.js'
 import type { Row } from '../lib/table.js'
 import type { ScenarioResult } from './relay.js'
 
@@ -56,51 +57,32 @@ export async function sessionScenario(ctx: ScenarioContext): Promise<ScenarioRes
     ctx.log(`session: serial, ${rounds} rounds × ${batch} requests per arm (prompt of ${res._metadata.context.totalTokens} tokens)`)
     const m = await interleave(arms, { rounds, batch: { connections: 1, requests: batch }, warmup: { connections: 1, requests: 200 }, afterWarmup: () => stack.profileStart() })
     if (ctx.verbose) ctx.log(describeArms('session, serial', m))
-    for (const r of m.values()) {
-      const f = failures(r)
-      if (f !== undefined) problems.push(`session: ${f}`)
-    }
+    problems.push(...armProblems('session', m))
     const after = (await callJson(stack.origins.gateway, 'GET', `/api/v1/sessions/${encodeURIComponent(sessionId)}`)) as { messages: unknown[] }
     if (after.messages.length !== SESSION_MESSAGES) problems.push(`session: holds ${after.messages.length} messages after the run`)
 
-    const get = (n: string): ArmResult => m.get(n) as ArmResult
-    const q = (n: string, p: number): number => quantile(get(n).latencyMs, p)
-    const rows: Row[] = []
     const label = `session of ${SESSION_MESSAGES} messages`
-    const add50 = q('recallgate', 0.5) - q('direct', 0.5)
-    rows.push({
-      scenario: label,
-      measure: 'serial p50, memory + RAG on, saved',
-      baseline: `direct, same prompt ${ms(q('direct', 0.5))}`,
-      value: ms(q('recallgate', 0.5)),
-      delta: signedMs(add50),
-      target: '≤ +2 ms',
-      pass: add50 <= 2,
-    })
-    rows.push({
-      scenario: label,
-      measure: 'serial p99, memory + RAG on, saved',
-      baseline: `direct ${ms(q('direct', 0.99))}`,
-      value: ms(q('recallgate', 0.99)),
-      delta: signedMs(q('recallgate', 0.99) - q('direct', 0.99)),
-      target: '',
-    })
-    rows.push({
-      scenario: label,
-      measure: 'serial p50, saveToMemory false',
-      baseline: `direct ${ms(q('direct', 0.5))}`,
-      value: ms(q('recallgate read-only', 0.5)),
-      delta: signedMs(q('recallgate read-only', 0.5) - q('direct', 0.5)),
-      target: '',
-    })
-    rows.push({
-      scenario: label,
-      measure: 'gateway CPU per request: saved / read-only',
-      baseline: '',
-      value: `${us(get('recallgate').cpuUsPerRequest / 1000)} / ${us(get('recallgate read-only').cpuUsPerRequest / 1000)}`,
-      delta: '',
-      target: '',
-    })
+    const rows: Row[] = [
+      latencyRow(m, {
+        scenario: label,
+        measure: 'serial p50, memory + RAG on, saved',
+        arm: 'recallgate',
+        baseline: 'direct',
+        baselineLabel: 'direct, same prompt',
+        p: 0.5,
+        targetMs: 2,
+      }),
+      latencyRow(m, { scenario: label, measure: 'serial p99, memory + RAG on, saved', arm: 'recallgate', baseline: 'direct', p: 0.99 }),
+      latencyRow(m, { scenario: label, measure: 'serial p50, saveToMemory false', arm: 'recallgate read-only', baseline: 'direct', p: 0.5 }),
+      {
+        scenario: label,
+        measure: 'gateway CPU per request: saved / read-only',
+        baseline: '',
+        value: `${us(arm(m, 'recallgate').cpuUsPerRequest / 1000)} / ${us(arm(m, 'recallgate read-only').cpuUsPerRequest / 1000)}`,
+        delta: '',
+        target: '',
+      },
+    ]
     return { rows, problems }
   } finally {
     await stack.close()

@@ -12,6 +12,7 @@ import { upstreamHttpError } from '../upstream/errors.js'
 import type { Bytes, ChatMessage, Clock, Tenant, Tokens } from '../types.js'
 import type { Metadata } from './metadata.js'
 import { relayStream, spliceMetadata, SSE_HEADERS, type Usage } from './relay-stream.js'
+import { upstreamBodyJson } from './upstream-body.js'
 import { validateChat, type ChatRequest, type ValidationLimits } from './validate.js'
 
 export interface PreparedChat {
@@ -60,13 +61,13 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
     })
     const shouldSave = req.sessionId !== undefined && req.saveToMemory
 
-    const upstreamBody: Record<string, unknown> = { ...req.passthrough, messages: prepared.messages }
+    let fields = req.passthrough
     if (req.stream && o.alwaysRequestUsage && !req.includeUsage) {
-      const so = req.passthrough.stream_options
-      upstreamBody.stream_options = { ...(so && typeof so === 'object' ? so : {}), include_usage: true }
+      const so = fields.stream_options
+      fields = { ...fields, stream_options: { ...(so && typeof so === 'object' ? so : {}), include_usage: true } }
     }
     const sentAt = o.clock()
-    const upstream = await o.upstream.chat(JSON.stringify(upstreamBody), {
+    const upstream = await o.upstream.chat(upstreamBodyJson(fields, prepared.messages), {
       authorization,
       signal: ctx.clientGone,
       stream: req.stream,

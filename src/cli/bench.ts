@@ -10,7 +10,7 @@
 import { Pool, type Dispatcher } from 'undici'
 import type { Ms } from '../types.js'
 import { type CommandIo, gatewayUrl, intFlag, parseArgs, reportUsage, serviceKey, UsageError } from './args.js'
-import { networkError } from './ingest.js'
+import { networkError } from './gateway-response.js'
 
 export const help = `Usage: recallgate bench [--url URL] [--key KEY] [--provider-key KEY] [options]
 

@@ -2,16 +2,19 @@
  * `recallgate ingest <path…>`: upload files to a running gateway's knowledge base (POST /api/v1/files, multipart),
  * recursing into folders, a few uploads in flight, with a progress bar on a terminal and a summary at the end.
  *
- * Files are streamed from disk (`fs.openAsBlob`), so memory stays flat whatever their size. A 429 is waited out
- * (Retry-After) and retried, because a free-plan key allows 10 uploads a minute; an unreachable gateway or a rejected
- * key stops the run at once instead of failing every remaining file the same way.
+ * This module parses the arguments, runs the workers and writes the summary. Which files: ingest-files.ts; one
+ * upload with its retries: ingest-upload.ts; the progress display: ingest-progress.ts; reading the gateway's
+ * answers: gateway-response.ts.
  */
-import { openAsBlob } from 'node:fs'
-import { readdir, realpath, stat } from 'node:fs/promises'
-import { basename, extname, join } from 'node:path'
-import { Agent, fetch, FormData, type Response } from 'undici'
-import type { Bytes, Ms } from '../types.js'
+import { Agent } from 'undici'
+import type { Ms } from '../types.js'
 import { type CommandIo, gatewayUrl, intFlag, parseArgs, reportUsage, serviceKey, UsageError } from './args.js'
+import { collect, MIME_TYPES, type Candidate } from './ingest-files.js'
+import { createProgress, formatBytes, plural } from './ingest-progress.js'
+import { upload, UPLOAD_HEADERS_TIMEOUT, type Failed, type Outcome, type Uploaded } from './ingest-upload.js'
+
+// Exported from here before the split; sessions-export.ts and bench.ts still import the response helpers from here.
+export { formatBytes, MIME_TYPES }
 
 export const help = `Usage: recallgate ingest <path…> [--url URL] [--key KEY] [--concurrency N]
 
@@ -29,51 +32,11 @@ Options:
 Exit status: 0 all files uploaded; 1 a file failed, or nothing to upload; 2 usage error.
 `
 
-/**
- * The extensions the gateway extracts (src/rag/extract.ts, BY_EXTENSION) and the type each is sent as. Kept in step
- * by hand: the CLI must not import the server's extraction code (pdfjs and friends) just to list names.
- */
-export const MIME_TYPES: Readonly<Record<string, string>> = {
-  '.txt': 'text/plain',
-  '.text': 'text/plain',
-  '.log': 'text/plain',
-  '.md': 'text/markdown',
-  '.markdown': 'text/markdown',
-  '.mdown': 'text/markdown',
-  '.mkd': 'text/markdown',
-  '.html': 'text/html',
-  '.htm': 'text/html',
-  '.xhtml': 'application/xhtml+xml',
-  '.json': 'application/json',
-  '.csv': 'text/csv',
-  '.tsv': 'text/tab-separated-values',
-  '.pdf': 'application/pdf',
-}
-
 /** What a test (or another caller) may replace: waiting and the clock, so retries need no real sleeping. */
 export interface IngestIo extends CommandIo {
   sleep?: (ms: Ms) => Promise<void>
   now?: () => Ms
 }
-
-const MAX_RETRIES = 5
-const MAX_RETRY_WAIT: Ms = 60_000
-/** Responses are small JSON records; anything longer is cut, not buffered. */
-const MAX_RESPONSE_BYTES = 64 * 1024
-/** Large PDFs are extracted, chunked and embedded before the gateway answers. */
-const UPLOAD_HEADERS_TIMEOUT: Ms = 10 * 60_000
-/** Network errors after which no other upload can succeed either. */
-const FATAL_NETWORK_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'UND_ERR_CONNECT_TIMEOUT'])
-
-interface Candidate {
-  path: string
-  /** Shown to the user and sent as metadata.path: the folder's name plus the path inside it. */
-  display: string
-  size: Bytes
-}
-type Uploaded = { ok: true; file: Candidate; bytes: Bytes; chunks: number }
-type Failed = { ok: false; file: Candidate | { display: string }; reason: string; fatal?: boolean }
-type Outcome = Uploaded | Failed
 
 export async function run(argv: string[], io: IngestIo): Promise<number> {
   let url: string, key: string, concurrency: number, paths: string[]
@@ -147,197 +110,4 @@ export async function run(argv: string[], io: IngestIo): Promise<number> {
   }
   io.stdout.write(summary)
   return failed.length > 0 || notAttempted > 0 ? 1 : 0
-}
-
-async function upload(
-  file: Candidate,
-  o: { endpoint: string; key: string; agent: Agent; sleep: (ms: Ms) => Promise<void>; onWait: (seconds: number) => void },
-): Promise<Outcome> {
-  const type = MIME_TYPES[extname(file.path).toLowerCase()] ?? 'application/octet-stream'
-  for (let attempt = 0; ; attempt++) {
-    const form = new FormData()
-    // metadata first: a gateway that streams the upload sees it before the file part.
-    form.append('metadata', JSON.stringify({ path: file.display }))
-    try {
-      form.append('file', await openAsBlob(file.path, { type }), basename(file.path))
-    } catch (err) {
-      // Deleted or made unreadable since the folder was listed: this file fails, the run goes on.
-      return { ok: false, file, reason: (err as NodeJS.ErrnoException).code ?? (err as Error).message }
-    }
-    let res: Response
-    try {
-      res = await fetch(o.endpoint, { method: 'POST', headers: { serviceKey: o.key }, body: form, dispatcher: o.agent })
-    } catch (err) {
-      const { code, text } = networkError(err)
-      if (code !== undefined && FATAL_NETWORK_CODES.has(code))
-        return { ok: false, file, reason: `gateway unreachable at ${new URL(o.endpoint).origin} (${code})`, fatal: true }
-      return { ok: false, file, reason: `upload interrupted: ${text}` }
-    }
-    const text = await readBounded(res)
-    if (res.status === 429 && attempt < MAX_RETRIES) {
-      const wait = retryAfter(res.headers.get('retry-after'))
-      o.onWait(Math.ceil(wait / 1000))
-      await o.sleep(wait)
-      continue
-    }
-    if (res.ok) {
-      const body = parseJson(text) as { bytes?: unknown; chunks?: unknown } | undefined
-      return {
-        ok: true,
-        file,
-        bytes: typeof body?.bytes === 'number' ? body.bytes : file.size,
-        chunks: typeof body?.chunks === 'number' ? body.chunks : 0,
-      }
-    }
-    // A rejected key fails every file the same way: stop rather than repeat it for each.
-    return { ok: false, file, reason: errorReason(res.status, text), fatal: res.status === 401 }
-  }
-}
-
-/** The files to upload, in a stable order (arguments as given, folders sorted by name). */
-async function collect(paths: string[]): Promise<{ files: Candidate[]; skipped: string[]; unreadable: Failed[] }> {
-  const files: Candidate[] = []
-  const skipped: string[] = []
-  const unreadable: Failed[] = []
-  const visited = new Set<string>()
-  const consider = (path: string, display: string, size: Bytes): void => {
-    if (extname(path).toLowerCase() in MIME_TYPES) files.push({ path, display, size })
-    else skipped.push(display)
-  }
-  const walk = async (dir: string, display: string): Promise<void> => {
-    // A symlink back up the tree would otherwise recurse forever.
-    let entries
-    try {
-      const real = await realpath(dir)
-      if (visited.has(real)) return
-      visited.add(real)
-      entries = await readdir(dir, { withFileTypes: true })
-      entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
-    } catch (err) {
-      // One unreadable folder (EACCES) fails that folder, not the files already found elsewhere.
-      unreadable.push({ ok: false, file: { display }, reason: (err as NodeJS.ErrnoException).code ?? String(err) })
-      return
-    }
-    for (const e of entries) {
-      if (e.name.startsWith('.')) continue
-      const path = join(dir, e.name)
-      const shown = `${display}/${e.name}`
-      const s = e.isSymbolicLink() ? await stat(path).catch(() => undefined) : undefined
-      if (e.isDirectory() || s?.isDirectory() === true) await walk(path, shown)
-      else if (e.isFile() || s?.isFile() === true) consider(path, shown, s?.size ?? (await stat(path)).size)
-      // Sockets, devices and dangling links are not documents: leave them out without comment.
-    }
-  }
-  for (const p of paths) {
-    try {
-      const s = await stat(p)
-      const display = basename(p.replace(/[/\\]+$/, '')) || p
-      if (s.isDirectory()) await walk(p, display)
-      else consider(p, display, s.size)
-    } catch (err) {
-      unreadable.push({ ok: false, file: { display: p }, reason: (err as NodeJS.ErrnoException).code ?? String(err) })
-    }
-  }
-  return { files, skipped, unreadable }
-}
-
-/** The most specific thing known about a failed fetch: the socket error's code, else its cause's message. */
-export function networkError(err: unknown): { code: string | undefined; text: string } {
-  // undici's fetch throws TypeError('fetch failed') with the real error (ECONNREFUSED, 'bad port', …) as its cause.
-  const cause = (err as { cause?: unknown } | undefined)?.cause
-  const code = (cause as { code?: unknown } | undefined)?.code
-  if (typeof code === 'string') return { code, text: code }
-  if (cause instanceof Error) return { code: undefined, text: cause.message }
-  return { code: undefined, text: err instanceof Error ? err.message : String(err) }
-}
-
-export async function readBounded(res: Response): Promise<string> {
-  if (res.body === null) return ''
-  const parts: Buffer[] = []
-  let size = 0
-  for await (const chunk of res.body) {
-    parts.push(Buffer.from(chunk))
-    size += chunk.byteLength
-    if (size >= MAX_RESPONSE_BYTES) {
-      await res.body.cancel()
-      break
-    }
-  }
-  return Buffer.concat(parts).subarray(0, MAX_RESPONSE_BYTES).toString('utf8')
-}
-
-function parseJson(text: string): unknown {
-  try {
-    return JSON.parse(text)
-  } catch {
-    return undefined // not JSON: the caller falls back to the status line
-  }
-}
-
-export function errorReason(status: number, text: string): string {
-  const err = (parseJson(text) as { error?: { message?: unknown; code?: unknown } } | undefined)?.error
-  if (typeof err?.message === 'string') return `${status}${typeof err.code === 'string' ? ` ${err.code}` : ''}: ${err.message}`
-  const snippet = text.trim().slice(0, 200)
-  return snippet === '' ? `HTTP ${status}` : `HTTP ${status}: ${snippet}`
-}
-
-/** Retry-After in seconds or as an HTTP date; a missing or odd value waits one second. Capped at a minute. */
-export function retryAfter(header: string | null, nowMs: number = Date.now()): Ms {
-  if (header === null) return 1000
-  const wait = /^\d+$/.test(header.trim()) ? Number(header) * 1000 : Date.parse(header) - nowMs
-  return Number.isFinite(wait) ? Math.min(MAX_RETRY_WAIT, Math.max(1000, wait)) : 1000
-}
-
-const plural = (n: number, word: string): string => (n === 1 ? word : `${word}s`)
-
-export function formatBytes(n: Bytes): string {
-  if (n < 1024) return `${n} B`
-  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`
-  if (n < 1024 ** 3) return `${(n / 1024 ** 2).toFixed(1)} MiB`
-  return `${(n / 1024 ** 3).toFixed(2)} GiB`
-}
-
-interface Progress {
-  /** A line about one file; on a terminal it is printed above the bar. */
-  note(line: string): void
-  done(o: Outcome): void
-  finish(): void
-}
-
-/** A redrawn bar when stdout is a terminal; otherwise one plain line per file, for logs and pipes. */
-function createProgress(out: NodeJS.WritableStream, total: number): Progress {
-  const tty = out as NodeJS.WritableStream & { isTTY?: boolean; columns?: number }
-  let count = 0
-  let bytes = 0
-  const line = (o: Outcome): string =>
-    o.ok
-      ? `ok    ${o.file.display}  (${formatBytes(o.bytes)}, ${o.chunks} ${plural(o.chunks, 'chunk')})`
-      : `FAIL  ${o.file.display}  ${o.reason}`
-  if (tty.isTTY !== true) {
-    return { note: (l) => out.write(`${l}\n`), done: (o) => out.write(`${line(o)}\n`), finish: () => {} }
-  }
-  const CLEAR = '\r\x1b[2K'
-  let last = ''
-  const draw = (): void => {
-    const columns = Math.max(40, tty.columns ?? 80)
-    const width = Math.min(30, columns - 30)
-    const filled = total === 0 ? width : Math.round((count / total) * width)
-    const head = `[${'█'.repeat(filled)}${'░'.repeat(width - filled)}] ${count}/${total}  ${formatBytes(bytes)}  `
-    out.write(`${CLEAR}${head}${last.slice(-(columns - head.length - 1))}`)
-  }
-  draw()
-  return {
-    note(l) {
-      out.write(`${CLEAR}${l}\n`)
-      draw()
-    },
-    done(o) {
-      count++
-      if (o.ok) bytes += o.bytes
-      else out.write(`${CLEAR}${line(o)}\n`)
-      last = o.file.display
-      draw()
-    },
-    finish: () => out.write(CLEAR),
-  }
 }

@@ -12,7 +12,7 @@ import { rename, rm } from 'node:fs/promises'
 import { pipeline } from 'node:stream/promises'
 import { Agent, fetch, type Response } from 'undici'
 import { type CommandIo, gatewayUrl, parseArgs, reportUsage, serviceKey, UsageError } from './args.js'
-import { errorReason, networkError, readBounded } from './ingest.js'
+import { errorReason, networkError, readBounded } from './gateway-response.js'
 
 export const help = `Usage: recallgate sessions export <id> [--url URL] [--key KEY] [--out FILE]
 

@@ -165,7 +165,7 @@ export function pack(input: PackInput): PackResult {
   if (recalled !== undefined) messages.push(recalled.message)
   for (let i = recent.start; i < history.length; i++) {
     const m = history[i]
-    if (m !== undefined) messages.push({ role: m.role, content: m.content })
+    if (m !== undefined) messages.push(wireMessage(m))
   }
   messages.push(...input.requestOther)
 
@@ -272,4 +272,17 @@ function sum<T>(items: readonly T[], tokensOf: (m: T) => Tokens): Tokens {
   let total = 0
   for (const m of items) total += tokensOf(m)
   return total
+}
+
+/**
+ * A history message as sent: only its role and content. History entries are frozen and shared by every request (the
+ * session cache's), so their copy is made once and frozen too; the upstream body then finds its JSON already made
+ * (chat/upstream-body.ts) instead of serialising the whole history on every turn.
+ */
+const wire = new WeakMap<StoredMessage, ChatMessage>()
+function wireMessage(m: StoredMessage): ChatMessage {
+  if (!Object.isFrozen(m)) return { role: m.role, content: m.content }
+  let w = wire.get(m)
+  if (w === undefined) wire.set(m, (w = Object.freeze({ role: m.role, content: m.content })))
+  return w
 }

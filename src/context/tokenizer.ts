@@ -17,6 +17,7 @@ import * as cl100k from 'gpt-tokenizer/encoding/cl100k_base'
 import * as o200k from 'gpt-tokenizer/encoding/o200k_base'
 import type { ChatMessage, Role, Tokens } from '../types.js'
 import { boundedCount } from './bounded-count.js'
+import { countO200k } from './token-count.js'
 
 export type EncodingName = 'o200k_base' | 'cl100k_base'
 
@@ -43,17 +44,24 @@ interface Scheme {
 
 type EncodingApi = typeof o200k
 
-function scheme(encoding: EncodingName, api: EncodingApi, referenceModel: Scheme['referenceModel']): Scheme {
+function scheme(
+  encoding: EncodingName,
+  api: EncodingApi,
+  referenceModel: Scheme['referenceModel'],
+  count: (text: string) => Tokens = (text) => boundedCount(text, (t) => api.countTokens(t, AS_TEXT)),
+): Scheme {
   const overhead = api.encodeChat([], referenceModel, AS_TEXT).length
   const framing = {} as Record<Role, Tokens>
   for (const role of ROLES)
     framing[role] = api.encodeChat([{ role, content: '' }], referenceModel, AS_TEXT).length - overhead
-  return { encoding, referenceModel, count: (text) => boundedCount(text, (t) => api.countTokens(t, AS_TEXT)), framing, overhead }
+  return { encoding, referenceModel, count, framing, overhead }
 }
 
 // gpt-4o / gpt-4 format: <|im_start|>role<|im_sep|>content<|im_end|>; gpt-3.5 uses newlines instead of <|im_sep|> and
 // after <|im_end|>, hence its own scheme (one more token per message).
-const O200K = scheme('o200k_base', o200k, 'gpt-4o')
+// o200k content is counted through the cache of pieces (token-count.ts, equal to the library's count): a request's
+// words have mostly been seen before, and counting the messages was the largest library cost of a plain relay.
+const O200K = scheme('o200k_base', o200k, 'gpt-4o', countO200k)
 const CL100K = scheme('cl100k_base', cl100k as EncodingApi, 'gpt-4')
 const CL100K_GPT35 = scheme('cl100k_base', cl100k as EncodingApi, 'gpt-3.5-turbo')
 

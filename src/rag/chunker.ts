@@ -11,7 +11,7 @@
 import { gatewayError } from '../errors.js'
 import type { Tokens } from '../types.js'
 import type { Block } from './text-builder.js'
-import { countO200k } from './token-count.js'
+import { countO200k } from '../context/token-count.js'
 
 export interface Chunk {
   /** 0-based position in the file. */

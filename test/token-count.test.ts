@@ -5,7 +5,7 @@
 import t from 'tap'
 import fc from 'fast-check'
 import { encode } from 'gpt-tokenizer'
-import { countO200k, countO200kUncached, pieceCounter } from '../src/rag/token-count.js'
+import { countO200k, countO200kUncached, pieceCounter } from '../src/context/token-count.js'
 
 const library = (text: string): number => encode(text, { disallowedSpecial: new Set() }).length
 

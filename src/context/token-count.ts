@@ -10,7 +10,7 @@
  * third of ingestion CPU to a tenth. Equality with the library: every SQuAD dev sentence and a property test.
  */
 import { countTokens } from 'gpt-tokenizer'
-import { boundedCount } from '../context/bounded-count.js'
+import { boundedCount } from './bounded-count.js'
 import type { Tokens } from '../types.js'
 import { RangeCache } from './range-cache.js'
 

@@ -1,0 +1,96 @@
+/**
+ * OpenRouter's JSON bodies as the mock sends them: errors as `{"error":{"code":<number>,"message",metadata?}}`, the
+ * model list entries, a chat completion and an embeddings list.
+ */
+import type { ServerResponse } from 'node:http'
+import { encode } from 'gpt-tokenizer'
+import { embedText } from './content.js'
+import type { Json, MockBehaviour, MockModel } from './types.js'
+
+/** One generated reply: what its JSON body and its stream chunks are made from. */
+export interface Generation {
+  text: string
+  /** Fields every body and chunk of this generation starts with. */
+  head: { id: string; provider: string; model: string; created: number }
+  usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number }
+}
+
+const ERROR_MESSAGES: Record<number, string> = {
+  400: 'Bad Request',
+  401: 'No auth credentials found',
+  402: 'Insufficient credits',
+  403: 'Input was flagged by moderation',
+  404: 'Not Found',
+  408: 'Request timed out',
+  413: 'Request body too large',
+  429: 'Rate limit exceeded',
+  502: 'Provider returned error',
+  503: 'No endpoints found that can handle the request',
+}
+
+export function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body)
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) })
+  res.end(text)
+}
+
+export function sendError(res: ServerResponse, status: number, message?: string, metadata?: Json): void {
+  const error: Json = { code: status, message: message ?? ERROR_MESSAGES[status] ?? `Upstream error ${status}` }
+  if (metadata) error.metadata = metadata
+  sendJson(res, status, { error })
+}
+
+export function modelEntry(m: MockModel): Json {
+  const [vendor = 'mock', name = m.id] = m.id.split('/')
+  return {
+    id: m.id,
+    canonical_slug: m.id,
+    name: `${vendor}: ${name}`,
+    created: 1700000000,
+    description: `Mock of ${m.id}`,
+    context_length: m.context_length,
+    architecture: { modality: 'text->text', input_modalities: ['text'], output_modalities: ['text'],
+      tokenizer: vendor === 'anthropic' ? 'Claude' : vendor === 'openai' ? 'GPT' : 'Other', instruct_type: null },
+    pricing: { prompt: '0.0000025', completion: '0.00001', request: '0', image: '0' },
+    top_provider: { context_length: m.context_length, max_completion_tokens: Math.min(16384, m.context_length >> 2),
+      is_moderated: false },
+    per_request_limits: null,
+    supported_parameters: ['max_tokens', 'temperature', 'top_p', 'stop', 'stream', 'seed'],
+  }
+}
+
+/** The non-stream body: a chat.completion (with usage unless `usage: false`), or an HTML page for `invalidJson`. */
+export function completionBody(g: Generation, b: MockBehaviour): string {
+  if (b.invalidJson) return '<html><body>502 Bad Gateway</body></html>'
+  return JSON.stringify({
+    ...g.head,
+    object: 'chat.completion',
+    choices: [
+      {
+        index: 0,
+        logprobs: null,
+        finish_reason: 'stop',
+        native_finish_reason: 'stop',
+        message: { role: 'assistant', content: g.text, refusal: null, reasoning: null },
+      },
+    ],
+    ...(b.usage === false ? {} : { usage: g.usage }),
+  })
+}
+
+/** The embeddings list for `input`, in the encoding the request asked for. */
+export function embeddingsBody(body: Json, input: string[], dims: number): Json {
+  const tokens = input.reduce((n, s) => n + encode(s, { disallowedSpecial: new Set() }).length, 0)
+  return {
+    object: 'list',
+    data: input.map((s, index) => {
+      const v = embedText(s, dims)
+      // The openai SDK asks for base64 (little-endian float32) unless told otherwise; honour both, as OpenAI does.
+      const base64 = body.encoding_format === 'base64'
+      const embedding = base64 ? Buffer.from(new Float32Array(v).buffer).toString('base64') : v
+      return { object: 'embedding', index, embedding }
+    }),
+    model: typeof body.model === 'string' ? body.model : 'mock/embedding',
+    usage: { prompt_tokens: tokens, total_tokens: tokens },
+  }
+}

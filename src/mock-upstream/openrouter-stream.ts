@@ -1,0 +1,57 @@
+/**
+ * OpenRouter's SSE stream as the mock sends it: `: OPENROUTER PROCESSING` keep-alive comments, a role chunk, content
+ * chunks, a stop chunk, a usage-only chunk (`choices: []`), `data: [DONE]`; and the behaviours that break it
+ * (a mid-stream error event with a top-level `error` and `finish_reason: "error"`, hangs, resets, invalid SSE).
+ */
+import type { ServerResponse } from 'node:http'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { encode } from 'gpt-tokenizer'
+import { splitCodePoints } from './content.js'
+import type { Generation } from './openrouter-json.js'
+import { dropAfterFlush } from './response-writer.js'
+import type { Json, MockBehaviour } from './types.js'
+
+export async function streamReply(
+  res: ServerResponse,
+  r: Generation,
+  b: MockBehaviour,
+  send: (text: string) => Promise<void>,
+  signal: AbortSignal,
+): Promise<void> {
+  const nl = b.crlf ? '\r\n' : '\n'
+  const frame = (json: Json) => `data: ${JSON.stringify(json)}${nl}${nl}`
+  const chunk = (choices: Json[], extra: Json = {}) =>
+    frame({ ...r.head, object: 'chat.completion.chunk', ...extra, choices })
+  const delta = (d: Json, finish: string | null) => [
+    { index: 0, delta: d, finish_reason: finish, native_finish_reason: finish, logprobs: null },
+  ]
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-generation-id': r.head.id })
+  for (let i = 0; i < (b.keepAliveComments ?? 1); i++) await send(`: OPENROUTER PROCESSING${nl}${nl}`)
+  if (b.invalidSse) {
+    await send(`data: {"id": "${r.head.id}", "choices": [{${nl}${nl}not an event stream${nl}data: <html>${nl}${nl}`)
+    return void res.end()
+  }
+  await send(chunk(delta({ role: 'assistant', content: '' }, null)))
+  const pieces = splitCodePoints(r.text, b.chunkChars ?? 4)
+  const stopAt = b.midStreamError ? Math.min(b.midStreamError.afterChunks, pieces.length) : pieces.length
+  for (let i = 0; i < Math.max(1, stopAt); i++) {
+    const piece = pieces[i]
+    if (piece !== undefined && i < stopAt) await send(chunk(delta({ role: 'assistant', content: piece }, null)))
+    // The mid-stream point: after the first content chunk (after the role chunk when there is none).
+    if (i === 0 && b.hang === 'mid-stream') return
+    if (i === 0 && b.reset === 'mid-stream') return dropAfterFlush(res, signal)
+    if (piece === undefined || i >= stopAt) break
+    const delay = b.tokensPerSecond ? (1000 * encode(piece).length) / b.tokensPerSecond : b.interChunkDelayMs
+    if (delay) await sleep(delay, undefined, { signal })
+  }
+  if (b.midStreamError) {
+    const { code = 502, message = 'Provider disconnected unexpectedly' } = b.midStreamError
+    const choices = [{ index: 0, delta: { content: '' }, finish_reason: 'error', native_finish_reason: 'error' }]
+    await send(chunk(choices, { error: { code, message } }))
+    return void res.end()
+  }
+  await send(chunk(delta({ role: 'assistant', content: '' }, 'stop')))
+  if (b.usage !== false) await send(chunk([], { usage: r.usage }))
+  await send(`data: [DONE]${nl}${nl}`)
+  res.end()
+}
