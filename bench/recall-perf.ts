@@ -14,28 +14,33 @@
  * Added latency = p50(A) − p50(B), and the median of per-question differences. The first question after the restart
  * pays the index load (BM25 rebuilt from LMDB, the graph read from its file): timed separately as "cold".
  *
- * Results (two runs, 600 questions per arm each, ~69 turns recalled per request):
- *   client-observed p50   no recall 3.62 / 3.48 ms   recall 4.43 / 4.21 ms   added 0.81 / 0.73 ms
- *   gateway's own time    no recall 0.28 / 0.28 ms   recall 0.57 / 0.57 ms   added 0.29 / 0.29 ms   (target ≤ 2 ms: met)
+ * Results (two runs each, same sitting, 600 questions per arm; `--nw 0` is the ranking before neighbour scores):
+ *                                  --nw 0 (turns alone)      defaults (neighbour weight 0.5)
+ *   turns recalled per request     69.0                      65.9
+ *   client-observed added p50      1.14 / 0.95 ms            1.27 / 1.23 ms
+ *   gateway's own time added p50   0.40 / 0.33 ms            0.62 / 0.49 ms        (target ≤ 2 ms: met)
+ *   Neighbour scores cost ~0.2 ms: BM25 is read 4× deeper (~165 hits, each proximity-reranked) to know neighbours'
+ *   scores. Earlier runs of the turns-alone ranking on a quieter machine: gateway 0.29 ms added, client 0.73–0.81 ms.
  *   The client sees more than the gateway adds: the mock takes longer to count a prompt it has not seen before.
  *   Where recall's time went before the fixes that got it here (CPU profile of this bench): reading each candidate
  *   turn's line count from LMDB (~0.3 ms: now kept in memory per session), recounting the whole block for every
  *   candidate (~0.25 ms: now incremental), a SHA-256 per namespace lookup (~20 µs: now remembered).
- *   Cold (first request after a restart: BM25 rebuilt, the graph read from its file): 44–128 ms with recall,
- *   17–39 ms without.
+ *   Cold (first request after a restart: BM25 rebuilt, the graph read from its file; one sample per run): 80–154 ms
+ *   with recall, 34–50 ms without (this sitting).
  *
- * Usage: node dist/bench/recall-perf.js [--turns 700] [--rounds 600] [--warmup 60] [--top-k 40]
+ * Usage: node dist/bench/recall-perf.js [--turns 700] [--rounds 600] [--warmup 60] [--top-k 40] [--nw 0]
  */
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
+import { join } from 'node:path'
 import { Writable } from 'node:stream'
-import { fileURLToPath } from 'node:url'
 import { loadConfig } from '../src/config.js'
 import { startGateway, type Gateway } from '../src/main.js'
 import { startMockUpstream, type MockUpstream } from '../src/mock-upstream.js'
 import { spawnRole } from './lib/procs.js'
+import { loadLocomo } from './lib/locomo.js'
 import { quantile } from './lib/stats.js'
+import type { RecallTuning } from '../src/rag/session-recall.js'
 
 const KEY = 'rg_recall_perf_key_0001'
 const SMALL = 'openai/gpt-4o'
@@ -47,29 +52,13 @@ function arg(name: string, fallback: number): number {
   return i >= 0 ? Number(process.argv[i + 1]) : fallback
 }
 
-function projectRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url))
-  while (!existsSync(join(dir, 'package.json'))) {
-    const up = dirname(dir)
-    if (up === dir) throw new Error('package.json not found above ' + fileURLToPath(import.meta.url))
-    dir = up
-  }
-  return dir
-}
-
 /** LoCoMo turns of every conversation, in order, as user/assistant messages; and its questions. */
 function corpus(turns: number): { messages: Array<{ role: 'user' | 'assistant'; content: string }>; questions: string[] } {
-  const dir = join(projectRoot(), '..', 'shared', 'data', 'locomo')
   const messages: Array<{ role: 'user' | 'assistant'; content: string }> = []
   const questions: string[] = []
-  for (const f of readdirSync(dir).filter((n) => /^conv-.*\.json$/.test(n)).sort()) {
-    const raw = JSON.parse(readFileSync(join(dir, f), 'utf8')) as Record<string, unknown>
-    for (let n = 1; Array.isArray(raw[`session_${n}`]); n++) {
-      for (const t of raw[`session_${n}`] as Array<{ speaker: string; text: string }>) {
-        messages.push({ role: t.speaker === raw.speaker_a ? 'user' : 'assistant', content: t.text })
-      }
-    }
-    for (const q of raw.qa as Array<{ question: string; category: number }>) if (q.category <= 4) questions.push(q.question)
+  for (const c of loadLocomo()) {
+    for (const s of c.sessions) for (const t of s.turns) messages.push({ role: t.speaker === c.speakerA ? 'user' : 'assistant', content: t.text })
+    for (const q of c.questions) questions.push(q.question)
   }
   return { messages: messages.slice(0, turns), questions }
 }
@@ -88,7 +77,7 @@ async function post(gw: Gateway, body: Record<string, unknown>): Promise<Record<
 /** The gateway's own time per chat request, from its request log: durationMs − upstreamMs. */
 type Overheads = number[]
 
-async function start(upstream: string, dataDir: string, env: Record<string, string>, overheads: Overheads = []): Promise<Gateway> {
+async function start(upstream: string, dataDir: string, env: Record<string, string>, overheads: Overheads = [], tuning?: Partial<RecallTuning>): Promise<Gateway> {
   const config = loadConfig({ PORT: '0', UPSTREAM_BASE_URL: upstream, DATA_DIR: dataDir, SERVICE_KEYS: `${KEY}:unlimited`, LOG_LEVEL: 'info', ...env })
   const log = new Writable({
     write: (chunk: Buffer, _e, cb) => {
@@ -100,7 +89,7 @@ async function start(upstream: string, dataDir: string, env: Record<string, stri
       cb()
     },
   })
-  return startGateway(config, { logDestination: log, onBootstrapKey: () => undefined })
+  return startGateway(config, { logDestination: log, onBootstrapKey: () => undefined, ...(tuning ? { recallTuning: tuning } : {}) })
 }
 
 /** Exchanges of one user turn (or more) and the assistant turn after it, as the chat API saves them. */
@@ -131,6 +120,8 @@ async function main(): Promise<void> {
   const rounds = arg('rounds', 600)
   const warmup = arg('warmup', 60)
   const topK = arg('top-k', 0)
+  // --nw 0: recall ranking turns alone (before neighbour scores), to compare in the same sitting.
+  const nw = arg('nw', -1)
   const { messages, questions } = corpus(turns)
   const models = [{ id: SMALL, context_length: 4096 }, { id: LARGE, context_length: 1_000_000 }]
   const dirs = [mkdtempSync(join(tmpdir(), 'recallgate-recall-perf-')), mkdtempSync(join(tmpdir(), 'recallgate-recall-perf-'))] as const
@@ -145,7 +136,7 @@ async function main(): Promise<void> {
     }
     const overA: Overheads = []
     const overB: Overheads = []
-    const a = await start(mock.url, dirs[0], envA, overA)
+    const a = await start(mock.url, dirs[0], envA, overA, nw >= 0 ? { neighbourWeight: nw } : undefined)
     const b = await start(mock.url, dirs[1], { RECALL: 'off' }, overB)
     const cold = await timed(a, questions[0] ?? 'what happened?')
     const coldB = await timed(b, questions[0] ?? 'what happened?')

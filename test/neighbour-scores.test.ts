@@ -26,8 +26,8 @@ t.test('a turn that matches nothing becomes a candidate next to one that does, n
   const ranked = neighbourSmoothed([hit(0, 4), hit(7, 1)], 0.25, 10)
   t.same(
     ranked.map((h) => h.label),
-    [0, 7, 1, 6, 8],
-    'the hit, then the weaker hit, then the neighbours (ties: older first)',
+    [0, 1, 7, 6, 8],
+    'the hit; its neighbour (a quarter of 4) ties with the weaker hit, older first; then that hit’s neighbours',
   )
   t.equal(ranked.find((h) => h.label === 1)?.score, 1)
 })
@@ -38,7 +38,8 @@ t.test('with weight w, every returned score is own + w × neighbours, best first
       fc.uniqueArray(fc.record({ label: fc.nat(60), score: fc.double({ min: 0.01, max: 20, noNaN: true }) }), { selector: (h) => h.label, maxLength: 30 }),
       fc.double({ min: 0, max: 1, noNaN: true }),
       fc.integer({ min: 1, max: 50 }),
-      (hits, w, k) => {
+      (unsorted, w, k) => {
+        const hits = [...unsorted].sort((a, b) => b.score - a.score)
         const own = new Map(hits.map((h) => [h.label, h.score]))
         const out = neighbourSmoothed(hits, w, k)
         if (out.length > k) return false

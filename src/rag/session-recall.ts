@@ -14,9 +14,9 @@
  * ever rank the caller's own session. Labels are mapped, not assumed equal to seqs, so messages that were never
  * indexed (saved while RECALL was off, or whose embedding failed) leave gaps instead of shifting every later label.
  *
- * Request time (only when the history does not fit): `search` ranks the session's turns for the query (BM25, and
- * vectors fused by RRF when the embedder is a learned one; vector hits below a similarity floor are ignored, so an
- * unrelated question recalls nothing) and prefetches them with their neighbours; `select` (synchronous, called by the
+ * Request time (only when the history does not fit): `search` ranks the session's turns for the query (BM25 with
+ * each turn's adjacent turns' scores added, neighbour-scores.ts; vectors fused by RRF when the embedder is a learned
+ * one; vector hits below a similarity floor are ignored, so an unrelated question recalls nothing) and prefetches them with their neighbours; `select` (synchronous, called by the
  * packer with the room it has) builds the block (recall-block.ts) and returns it with its exact token count, worked
  * out from line counts stored at save time instead of tokenizing the recalled turns again (o200k models; others get
  * one exact count of the rendered block).
@@ -32,7 +32,8 @@ import type { ChatMessage, Tokens } from '../types.js'
 import type { ScoredLabel } from './bm25.js'
 import type { Embedder } from './embedder.js'
 import { reciprocalRankFusion } from './fusion.js'
-import { SearchIndex } from './search-index.js'
+import { neighbourSmoothed } from './neighbour-scores.js'
+import { SearchIndex, type IndexHit } from './search-index.js'
 import type { HnswParams } from './vector-index.js'
 import { recallTurn, renderLine, selectBlock, type BlockCounting, type Neighbours, type RecallCandidates, type RecallTurn } from './recall-block.js'
 
@@ -53,6 +54,10 @@ export interface RecallTuning {
   minSimilarity: number
   /** Context recalled with each hit: its user/assistant partner ('pair'), both adjacent turns, or none. */
   neighbours: Neighbours
+  /** Weight of the adjacent turns' BM25 scores in a turn's own (neighbour-scores.ts); 0 ranks turns alone. */
+  neighbourWeight: number
+  /** How many BM25 hits are read per candidate kept, so that neighbours' scores are known when smoothing. */
+  lexicalDepth: number
 }
 
 /** Chosen with bench/memory-eval.ts (LoCoMo, 4,096-token window); the figures are in its header. */
@@ -62,6 +67,8 @@ export const DEFAULT_RECALL_TUNING: Omit<RecallTuning, 'vectorWeight'> = {
   rrfK: 60,
   minSimilarity: 0.3,
   neighbours: 'both',
+  neighbourWeight: 0.5,
+  lexicalDepth: 4,
 }
 
 /**
@@ -201,22 +208,21 @@ export class SessionRecall {
     const ns = this.#namespaceOf(tenant, sessionId)
     if ((this.#records.meta(ns)?.count ?? 0) === 0 || query.trim() === '' || room <= 0) return undefined
     const q = query.slice(0, MAX_QUERY_CHARS)
-    const { candidates, tokensPerCandidate, minSimilarity, rrfK, vectorWeight } = this.#tuning
+    const { candidates, tokensPerCandidate, minSimilarity, rrfK, vectorWeight, neighbourWeight, lexicalDepth } = this.#tuning
     const k = Math.max(1, Math.min(candidates, Math.ceil(Math.min(room, this.#maxTokens) / tokensPerCandidate)))
-    const lexical = await this.#index.search(ns, q, k, 'bm25')
-    let semantic: typeof lexical = []
+    // Rankings are fused by seq (unique within the session), so a neighbour that matched nothing can be a candidate.
+    const bySeq = (hits: IndexHit[]): ScoredLabel[] => hits.map((h) => ({ label: h.ref[0] as number, score: h.score }))
+    const depth = neighbourWeight > 0 ? k * Math.max(1, lexicalDepth) : k
+    const lexical = neighbourSmoothed(bySeq(await this.#index.search(ns, q, depth, 'bm25')), neighbourWeight, k)
+    let semantic: ScoredLabel[] = []
     if (vectorWeight > 0) {
       try {
-        semantic = (await this.#index.search(ns, q, k, 'vector')).filter((h) => h.score >= minSimilarity)
+        semantic = bySeq((await this.#index.search(ns, q, k, 'vector')).filter((h) => h.score >= minSimilarity))
       } catch (err) {
         this.#onError(err, 'recall vector search (falling back to BM25)')
       }
     }
-    const seqOf = new Map<number, number>()
-    for (const h of [...lexical, ...semantic]) seqOf.set(h.label, h.ref[0] as number)
-    const asLabels = (hits: typeof lexical): ScoredLabel[] => hits.map((h) => ({ label: h.label, score: h.score }))
-    const fused = reciprocalRankFusion([asLabels(lexical), asLabels(semantic)], { k: rrfK, weights: [1, vectorWeight] })
-    const ranked = fused.map((h) => seqOf.get(h.label) as number)
+    const ranked = reciprocalRankFusion([lexical, semantic], { k: rrfK, weights: [1, vectorWeight] }).map((h) => h.label)
     if (ranked.length === 0) return undefined
 
     const wanted = new Set<number>()
