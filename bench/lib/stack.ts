@@ -43,6 +43,8 @@ export interface StackOptions {
   /** Extra gateway environment (on top of PORT, UPSTREAM_BASE_URL, DATA_DIR, SERVICE_KEYS). */
   env?: Record<string, string>
   floor?: boolean
+  /** The floor's upstream connections (default 128, the gateway's UPSTREAM_CONNECTIONS default). */
+  floorConnections?: number
   /** Use this DATA_DIR (kept); default a temp dir removed on close. */
   dataDir?: string
   /** Profile the gateway from profileStart() to profileStop()/close() and write the profiles here. */
@@ -68,7 +70,7 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
     const gateway = await spawnRole({ role: 'gateway', env: gatewayEnv })
     started.push(gateway)
     const mockOrigin = new URL(mock.url).origin
-    const floor = o.floor ? await spawnRole({ role: 'floor', upstreamOrigin: mockOrigin, connections: 128 }) : undefined
+    const floor = o.floor ? await spawnRole({ role: 'floor', upstreamOrigin: mockOrigin, connections: o.floorConnections ?? 128 }) : undefined
     if (floor) started.push(floor)
     let beforeDataDir: string | undefined
     let before: Proc | undefined
