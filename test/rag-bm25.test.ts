@@ -124,3 +124,34 @@ t.test('reciprocal rank fusion rewards agreement and honours k and weights', asy
   t.equal(weighted[0]?.label, 1, 'a down-weighted ranking counts less')
   t.throws(() => reciprocalRankFusion([a], { k: -1 }), RangeError)
 })
+
+t.test('property: MaxScore pruning returns exactly what scoring every posting returns', async (t) => {
+  // A Zipf-skewed vocabulary, so common terms have posting lists long enough to be pruned.
+  let seed = 7
+  const rand = (): number => {
+    seed = (seed * 1103515245 + 12345) & 0x7fffffff
+    return seed / 0x80000000
+  }
+  const vocabulary = Array.from({ length: 400 }, (_, i) => `w${i}`)
+  const word = (): string => vocabulary[Math.min(vocabulary.length - 1, Math.floor(Math.pow(rand(), 2.5) * vocabulary.length))] as string
+  const pruned = new Bm25Index({ maxDocs: 10_000 })
+  const exhaustive = new Bm25Index({ maxDocs: 10_000, prune: false })
+  for (let d = 0; d < 4000; d++) {
+    // Some short documents repeat a common word: they can outrank documents holding a rare term, which is what a wrong
+    // bound would get wrong.
+    const terms = rand() < 0.2 ? Array.from({ length: 3 + Math.floor(rand() * 20) }, () => vocabulary[Math.floor(rand() * 20)] as string) : Array.from({ length: 10 + Math.floor(rand() * 60) }, word)
+    pruned.add(d, terms)
+    exhaustive.add(d, terms)
+  }
+  for (let d = 0; d < 4000; d += 7) {
+    pruned.remove(d)
+    exhaustive.remove(d)
+  }
+  const query = fc.array(fc.oneof(fc.constantFrom(...vocabulary.slice(0, 20)), fc.constantFrom(...vocabulary)), { minLength: 1, maxLength: 12 })
+  fc.assert(
+    fc.property(query, fc.constantFrom(1, 5, 8, 60), (q, k) => JSON.stringify(pruned.search(q, k)) === JSON.stringify(exhaustive.search(q, k))),
+    { numRuns: 300, seed: 20261121 },
+  )
+  t.ok(pruned.prunedSearches > 50, `the shortcut was taken (${pruned.prunedSearches} of 300+ searches)`)
+  t.equal(exhaustive.prunedSearches, 0)
+})

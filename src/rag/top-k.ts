@@ -60,3 +60,10 @@ export function topK(
   out.sort((a, b) => b.score - a.score || a.slot - b.slot)
   return out
 }
+
+/** The k-th highest of `scores[touched[0..n)]` (−Infinity when n < k). */
+export function kthBest(scores: Float32Array, touched: Int32Array, n: number, k: number): number {
+  if (n < k) return -Infinity
+  const top = topK(scores, touched, n, k)
+  return top[top.length - 1]?.score ?? -Infinity
+}
