@@ -2,6 +2,7 @@
  * The whole benchmark suite, one table: `npm run bench` (after `npm run build`).
  *
  *   node dist/bench/run-all.js [--quick] [--profile] [--verbose] [--ab DIR] [--only relay,session,knowledge,streams,sustained]
+ *                              [--stream-ramp 2] [--stream-words 60]
  *
  * --quick    fewer rounds and a 10k-chunk knowledge base (about a minute and a half)
  * --profile  profile the servers (V8's sampling profiler, as node --cpu-prof) in each measured phase and print their
@@ -9,6 +10,9 @@
  * --verbose  print every arm's samples, percentiles, throughput and CPU per request as they are measured
  * --ab DIR   A/B: also run the gateway of another build (DIR = a copy of `dist`, e.g. from before a change, next to a
  *            package.json with "type": "module" and a node_modules) as an interleaved arm `before` (relay, streams)
+ * --stream-ramp S, --stream-words N   the streams scenario's ramp (seconds over which the streams start; default 2)
+ *            and reply length (default 60 words, ≈ 3 s a stream): a longer ramp with longer replies keeps the thousand
+ *            streams open together while new ones arrive more slowly
  *
  * Every figure is a difference or a ratio against a baseline measured in the same run. Method: docs/benchmarks.md.
  */
@@ -46,6 +50,17 @@ export async function runSuite(argv: string[], defaults: string[] = Object.keys(
   const verbose = argv.includes('--verbose')
   const only = flag(argv, 'only')?.split(',').filter(Boolean) ?? defaults
   const abDist = flag(argv, 'ab') || undefined
+  const num = (name: string): number | undefined => {
+    const v = flag(argv, name)
+    if (v === undefined) return undefined
+    const n = Number(v)
+    if (!(n > 0)) {
+      process.stderr.write(`--${name} must be a positive number, got "${v}"\n`)
+      process.exit(2)
+    }
+    return n
+  }
+  const streams = { rampSeconds: num('stream-ramp'), words: num('stream-words') }
   const unknown = only.filter((n) => !(n in SCENARIOS))
   if (unknown.length > 0) {
     process.stderr.write(`unknown scenario(s) ${unknown.join(', ')}; choose from ${Object.keys(SCENARIOS).join(', ')}\n`)
@@ -63,7 +78,7 @@ export async function runSuite(argv: string[], defaults: string[] = Object.keys(
     const cpuProfDir = profile ? mkdtempSync(join(tmpdir(), `recallgate-prof-${name}-`)) : undefined
     if (cpuProfDir) profiles.push({ scenario: name, dir: cpuProfDir })
     try {
-      const r = await (SCENARIOS[name] as (ctx: ScenarioContext) => Promise<ScenarioResult>)({ quick, verbose, cpuProfDir, abDist, log })
+      const r = await (SCENARIOS[name] as (ctx: ScenarioContext) => Promise<ScenarioResult>)({ quick, verbose, cpuProfDir, abDist, streams, log })
       rows.push(...r.rows)
       problems.push(...r.problems)
     } catch (err) {

@@ -138,6 +138,8 @@ export interface ScenarioContext {
   cpuProfDir: string | undefined
   /** `--ab DIR`: another build's dist, run as an extra gateway arm `before` where a scenario supports it. */
   abDist?: string | undefined
+  /** `--stream-ramp S` / `--stream-words N`: the streams scenario's ramp (default 2 s) and reply length (default 60). */
+  streams?: { rampSeconds?: number | undefined; words?: number | undefined }
   log(line: string): void
 }
 

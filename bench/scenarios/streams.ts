@@ -30,9 +30,9 @@ import type { ScenarioResult } from './relay.js'
 
 export async function streamsScenario(ctx: ScenarioContext): Promise<ScenarioResult> {
   const n = ctx.quick ? 250 : 1000
-  const label = `${n.toLocaleString('en')} open streams`
-  const words = ctx.quick ? 40 : 60
-  const rampSeconds = ctx.quick ? 1 : 2
+  const words = ctx.streams?.words ?? (ctx.quick ? 40 : 60)
+  const rampSeconds = ctx.streams?.rampSeconds ?? (ctx.quick ? 1 : 2)
+  const label = `${n.toLocaleString('en')} open streams${ctx.streams?.words !== undefined || ctx.streams?.rampSeconds !== undefined ? ` (${rampSeconds} s ramp, ${words} words)` : ''}`
   const behaviour = { ttftMs: 50, tokensPerSecond: 20, replyTokens: { min: words, max: words }, chunkChars: 16 }
   const stack = await startStack({
     cpuProfDir: ctx.cpuProfDir,
