@@ -19,6 +19,7 @@
 import { Pool } from 'undici'
 import { BENCH_KEY, PROVIDER_KEY, MODEL, startStack } from './lib/stack.js'
 import { mb, ms, quantile } from './lib/stats.js'
+import { mulberry32 } from '../src/mock-upstream/prng.js'
 
 function flag(name: string, fallback: number): number {
   const i = process.argv.indexOf(`--${name}`)
@@ -35,17 +36,6 @@ const SESSIONS = 200
 const MAX_IN_FLIGHT = 512
 const TOPICS = ['lighthouse', 'glacier', 'orchard', 'foundry', 'observatory', 'harbour', 'archive', 'vineyard']
 
-/** Deterministic mix (mulberry32): two runs offer the same sequence of requests. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let x = a
-    x = Math.imul(x ^ (x >>> 15), x | 1)
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61)
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 interface Window {
   latencies: number[]
@@ -80,7 +70,8 @@ async function main(): Promise<number> {
       if (r.status !== 201) throw new Error(`setup upload: ${r.status} ${r.text.slice(0, 200)}`)
     }
 
-    const rand = prng(42)
+    // Deterministic: two runs offer the same sequence of requests.
+    const rand = mulberry32(42)
     let win: Window = { latencies: [], errors: 0, done: 0 }
     let inFlight = 0
     const fail = (what: string): void => {

@@ -7,16 +7,12 @@ import { PassThrough } from 'node:stream'
 import t from 'tap'
 import { runDemo } from '../bench/demo.js'
 import { run as bench } from '../src/cli/bench.js'
+import { capturedIo } from './helpers/captured-io.js'
 import { KEY_A, KEY_FREE, startHarness } from './helpers/harness.js'
 
 function capture() {
-  const stdout = new PassThrough()
-  const stderr = new PassThrough()
-  let out = ''
-  let err = ''
-  stdout.on('data', (d: Buffer) => (out += d.toString('utf8')))
-  stderr.on('data', (d: Buffer) => (err += d.toString('utf8')))
-  return { io: { stdout, stderr, env: {} }, out: () => out, err: () => err }
+  const io = capturedIo()
+  return { io, out: io.out, err: io.err }
 }
 
 t.test('the demo shows memory, retrieval and a stream, then shuts down', async (t) => {

@@ -6,7 +6,7 @@ import t from 'tap'
 import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { KEY_A, KEY_B, startHarness, type Harness } from './helpers/harness.js'
-import { minimalPdf } from './helpers/pdf.js'
+import { makePdf } from './helpers/format-fixtures.js'
 
 interface FileObj { id: string; object: string; filename: string; bytes: number; chunks: number; status: string; created_at: number; metadata: unknown }
 
@@ -32,7 +32,7 @@ const FORMATS: Array<[string, string | Uint8Array, string, string]> = [
   ['page.html', '<html><head><style>.x{color:red}</style><script>var secretScript = 1</script></head><body><h1>Title</h1><p>The flurbonic valve opens at dawn.</p></body></html>', 'text/html', 'flurbonic'],
   ['data.json', JSON.stringify({ product: { name: 'Grommetizer', warranty_years: 7 } }), 'application/json', 'Grommetizer'],
   ['table.csv', 'city,mascot\nSpringfield,Plonkus the owl\nShelbyville,a lemon', 'text/csv', 'Plonkus'],
-  ['paper.pdf', minimalPdf('The zanthoric constant equals 42.5 exactly.'), 'application/pdf', 'zanthoric'],
+  ['paper.pdf', makePdf([['The zanthoric constant equals 42.5 exactly.']]), 'application/pdf', 'zanthoric'],
 ]
 
 t.test('upload in every format; each fact is searchable and lands in the prompt with its source', async (t) => {

@@ -70,8 +70,8 @@ function sameText(key: string, text: string, start: number, end: number): boolea
   return true
 }
 
-/** murmur3's finaliser: FNV's low bits (the slot) are weak on their own. */
-function mix(h: number): number {
+/** murmur3's 32-bit finaliser: spreads every input bit over the output, so low bits (a slot, a bucket) are usable. */
+export function mix(h: number): number {
   h ^= h >>> 16
   h = Math.imul(h, 0x85ebca6b)
   h ^= h >>> 13

@@ -5,6 +5,7 @@
  * "colonise" / "colonize") where exact terms do not.
  * `OpenAICompatibleEmbedder` (./openai-embedder.ts) calls any `/embeddings` endpoint.
  */
+import { mix } from '../context/range-cache.js'
 import { analyze } from './analyzer.js'
 
 export interface Embedder {
@@ -128,12 +129,3 @@ function fnv1a(s: string, seed: number): number {
   return mix(h)
 }
 
-/** murmur3's finaliser: spreads every input bit over the output so low bits (the bucket) are well distributed. */
-function mix(h: number): number {
-  h ^= h >>> 16
-  h = Math.imul(h, 0x85ebca6b)
-  h ^= h >>> 13
-  h = Math.imul(h, 0xc2b2ae35)
-  h ^= h >>> 16
-  return h >>> 0
-}
