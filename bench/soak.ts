@@ -6,7 +6,8 @@
  * Method. The mock provider and the gateway run in their own processes (bench/lib/stack.ts), the load generator in
  * this one. After uploading a small knowledge base, requests start on a fixed schedule (open loop: `--rate` per second
  * whatever the gateway's pace), drawn from a seeded mix: 35 % streamed chat, 35 % JSON chat (each on one of 200
- * sessions, so memory is read, packed and saved all the time, and sessions reach their pruning limit; retrieval on for
+ * sessions, so memory is read, packed and saved all the time, and sessions reach their pruning limit of 40 messages
+ * within the first half of a 10-minute run; retrieval on for
  * half), 15 % knowledge-base search, 10 % session reads, 5 % uploads followed by deletes. The mock streams replies of
  * 20–80 tokens at 400 tokens/s. Every `--window` seconds the gateway's /metrics is scraped for its RSS and its
  * event-loop delay over that window (prom-client's monitorEventLoopDelay, reset on each scrape), and the client side
@@ -33,6 +34,7 @@ const MINUTES = flag('minutes', 10)
 const RATE = flag('rate', 20)
 const WINDOW_S = flag('window', 10)
 const SESSIONS = 200
+const SESSION_LIMIT = 40
 const MAX_IN_FLIGHT = 512
 const TOPICS = ['lighthouse', 'glacier', 'orchard', 'foundry', 'observatory', 'harbour', 'archive', 'vineyard']
 
@@ -52,7 +54,12 @@ function metric(text: string, name: string): number {
 async function main(): Promise<number> {
   const stack = await startStack({
     mock: { maxRecorded: 0, behaviour: { replyTokens: { min: 20, max: 80 }, tokensPerSecond: 400 } },
-    env: { MAX_SESSION_MESSAGES: '200' },
+    // Reached in about 5 minutes (each of the 200 sessions gets ~0.14 messages a second), so the second half of a
+    // 10-minute run — the half the trend is fitted on — sees sessions at their limit, pruning on every save. With 200
+    // (the earlier value) sessions were still filling at the end (84 of 200 messages): RSS rose 151 → 261 MB as
+    // history, its cache and the recall indexes grew, which the trend read as "GROWING"; with 20 it plateaued at
+    // 194–195 MB from the third minute on.
+    env: { MAX_SESSION_MESSAGES: String(SESSION_LIMIT) },
   })
   const pool = new Pool(stack.origins.gateway, { connections: 256, pipelining: 1, keepAliveTimeout: 60_000 })
   const headers = { servicekey: BENCH_KEY, authorization: `Bearer ${PROVIDER_KEY}`, 'content-type': 'application/json' }

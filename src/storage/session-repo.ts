@@ -105,7 +105,8 @@ interface CacheEntry {
 const MAX_KEY_BYTES = 1978
 /** Key bytes besides the two strings: separators, a number, slack for the escape byte. */
 const KEY_FIXED_BYTES = 16
-const MESSAGE_FIXED_BYTES = 96
+/** The message object and its wire copy, the JSON's framing and the map entries that hold them. */
+const MESSAGE_FIXED_BYTES = 256
 /** Above any first byte ordered-binary writes for a string, so [tenant, HIGH] ends a tenant's range of ids. */
 const HIGH = Uint8Array.of(0xff)
 /**
@@ -390,9 +391,14 @@ function tail<T>(items: T[], limit: number): T[] {
   return limit >= items.length ? items.slice() : items.slice(items.length - limit)
 }
 
+/**
+ * What a cached message holds, at two bytes a character: its content, and the JSON of it that the chat path makes once
+ * for the upstream body and keeps for as long as the message lives (chat/upstream-body.ts, keyed by the frozen
+ * message or its frozen wire copy from the packer), which is the content again plus its escapes.
+ */
 function sizeOf(messages: readonly StoredMessage[]): Bytes {
   let bytes = 0
-  for (const m of messages) bytes += m.content.length * 2 + MESSAGE_FIXED_BYTES
+  for (const m of messages) bytes += m.content.length * 4 + MESSAGE_FIXED_BYTES
   return bytes
 }
 
