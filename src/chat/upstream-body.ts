@@ -13,14 +13,9 @@ import type { ChatMessage } from '../types.js'
 const remembered = new WeakMap<ChatMessage, string>()
 
 export function upstreamBodyJson(fields: Readonly<Record<string, unknown>>, messages: readonly ChatMessage[]): string {
-  const rest: Record<string, unknown> = {}
-  for (const k of Object.keys(fields)) {
-    if (k === 'messages') continue
-    // The same own-property care as validate.ts: `rest.__proto__ = v` would set a prototype, not a field.
-    if (k === '__proto__') Object.defineProperty(rest, k, { value: fields[k], enumerable: true, writable: true, configurable: true })
-    else rest[k] = fields[k]
-  }
-  const head = JSON.stringify(rest)
+  // The client's own `messages` is dropped (undefined is not serialised); a spread defines properties, so even a
+  // `__proto__` field stays a field.
+  const head = JSON.stringify({ ...fields, messages: undefined })
   let out = head.length > 2 ? `${head.slice(0, -1)},"messages":[` : '{"messages":['
   for (let i = 0; i < messages.length; i++) {
     if (i > 0) out += ','
