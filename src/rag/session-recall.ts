@@ -16,10 +16,10 @@
  *
  * Request time (only when the history does not fit): `search` ranks the session's turns for the query (BM25 with
  * each turn's adjacent turns' scores added, neighbour-scores.ts; vectors fused by RRF when the embedder is a learned
- * one; vector hits below a similarity floor are ignored, so an unrelated question recalls nothing) and prefetches them with their neighbours; `select` (synchronous, called by the
- * packer with the room it has) builds the block (recall-block.ts) and returns it with its exact token count, worked
- * out from line counts stored at save time instead of tokenizing the recalled turns again (o200k models; others get
- * one exact count of the rendered block).
+ * one; vector hits below a similarity floor are ignored, so an unrelated question recalls nothing) and prefetches
+ * them with their neighbours; `select` (synchronous, called by the packer with the room it has) builds the block
+ * (recall-block.ts) and returns it with its exact token count, worked out from line counts stored at save time
+ * instead of tokenizing the recalled turns again (o200k models; others get one exact count of the rendered block).
  */
 import { createHash } from 'node:crypto'
 import { join } from 'node:path'
