@@ -32,7 +32,7 @@
  *   (its 27% newest-only and 67% naive figures are conv-30's).
  *
  *   Chosen by these sweeps (4,096 window, other knobs at their defaults; all / conv-26 / conv-30 / conv-41):
- *   neighbour weight (a turn's score + w × its adjacent turns' BM25 scores, src/rag/neighbour-scores.ts)
+ *   neighbour weight (a turn's score + w × its adjacent turns' BM25 scores, src/recall/neighbour-scores.ts)
  *     0: 80.3 / 82.3 / 86.8 / 75.2   0.2: 81.3 / 83.3 / 87.7 / 76.2   0.3: 80.9 / 82.8 / 87.7 / 75.7
  *     0.4: 81.1 / 82.8 / 86.8 / 76.7   0.5: 81.9 / 83.3 / 86.8 / 78.1   0.6: 81.1 / 81.3 / 86.8 / 78.1
  *     → 0.5: every weight from 0.2 to 0.5 is better than 0 on at least two conversations and worse on none; 0.5 best
@@ -93,7 +93,7 @@ import { encode, encodeChat } from 'gpt-tokenizer'
 import { loadConfig } from '../src/config.js'
 import { startGateway, type Gateway } from '../src/main.js'
 import { startMockUpstream, type MockUpstream } from '../src/mock-upstream.js'
-import { RECALL_PREAMBLE, type RecallTuning } from '../src/rag/session-recall.js'
+import { RECALL_PREAMBLE, type RecallTuning } from '../src/recall/session-recall.js'
 import { loadLocomo, type Conversation } from './lib/locomo.js'
 
 interface Arm {

@@ -40,7 +40,7 @@ import { startMockUpstream, type MockUpstream } from '../src/mock-upstream.js'
 import { spawnRole } from './lib/procs.js'
 import { loadLocomo } from './lib/locomo.js'
 import { quantile } from './lib/stats.js'
-import type { RecallTuning } from '../src/rag/session-recall.js'
+import type { RecallTuning } from '../src/recall/session-recall.js'
 
 const KEY = 'rg_recall_perf_key_0001'
 const SMALL = 'openai/gpt-4o'

@@ -1,10 +1,10 @@
 /**
- * Neighbour-smoothed ranking of a session's turns (src/rag/neighbour-scores.ts): what a search ranks, given BM25 hits
+ * Neighbour-smoothed ranking of a session's turns (src/recall/neighbour-scores.ts): what a search ranks, given BM25 hits
  * by seq.
  */
 import t from 'tap'
 import fc from 'fast-check'
-import { neighbourSmoothed } from '../src/rag/neighbour-scores.js'
+import { neighbourSmoothed } from '../src/recall/neighbour-scores.js'
 
 const hit = (label: number, score: number) => ({ label, score })
 

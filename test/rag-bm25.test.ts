@@ -4,9 +4,9 @@
  */
 import t from 'tap'
 import fc from 'fast-check'
-import { analyze, analyzeReference, stem } from '../src/rag/analyzer.js'
-import { Bm25Index } from '../src/rag/bm25.js'
-import { reciprocalRankFusion } from '../src/rag/fusion.js'
+import { analyze, analyzeReference, stem } from '../src/retrieval/analyzer.js'
+import { Bm25Index } from '../src/retrieval/bm25.js'
+import { reciprocalRankFusion } from '../src/retrieval/fusion.js'
 
 t.test('analyze: lowercase words, stopwords out, light stemming, CJK bigrams', async (t) => {
   t.same(analyze('The Normans were conquering England in 1066!'), ['norman', 'conquer', 'england', '1066'])

@@ -4,10 +4,10 @@
  */
 import t from 'tap'
 import fc from 'fast-check'
-import { analyze } from '../src/rag/analyzer.js'
-import { chunkTerms } from '../src/rag/chunk-terms.js'
-import { chunkText } from '../src/rag/chunker.js'
-import { markdownBlocks } from '../src/rag/extract.js'
+import { analyze } from '../src/retrieval/analyzer.js'
+import { chunkTerms } from '../src/retrieval/chunk-terms.js'
+import { chunkText } from '../src/ingest/chunker.js'
+import { markdownBlocks } from '../src/ingest/extract.js'
 
 const indexTerms = (title: string, c: { headingPath: string[]; text: string }): string[] =>
   analyze([title, ...c.headingPath, c.text].filter(Boolean).join('\n'))

@@ -4,9 +4,9 @@
  */
 import t from 'tap'
 import fc from 'fast-check'
-import { chunkText, countO200k } from '../src/rag/chunker.js'
+import { chunkText, countO200k } from '../src/ingest/chunker.js'
 import { countO200kUncached } from '../src/context/token-count.js'
-import { markdownBlocks, paragraphs } from '../src/rag/extract.js'
+import { markdownBlocks, paragraphs } from '../src/ingest/extract.js'
 
 const sentence = (i: number): string => `Sentence number ${i} talks about topic ${i % 7} and nothing else at all.`
 

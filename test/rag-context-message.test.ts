@@ -3,8 +3,8 @@
  * break out of, merges overlapping chunks, and fits the token budget exactly.
  */
 import t from 'tap'
-import { countO200k } from '../src/rag/chunker.js'
-import { CONTEXT_PREAMBLE, renderContextMessage, selectContext, type ContextHit } from '../src/rag/context-message.js'
+import { countO200k } from '../src/ingest/chunker.js'
+import { CONTEXT_PREAMBLE, renderContextMessage, selectContext, type ContextHit } from '../src/knowledge/context-message.js'
 
 const hit = (over: Partial<ContextHit> & { text: string }): ContextHit => ({ file_id: 'file-1', filename: 'a.txt', chunk_index: 0, ...over })
 

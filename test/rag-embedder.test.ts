@@ -6,7 +6,8 @@ import { once } from 'node:events'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t, { type Test } from 'tap'
-import { LocalEmbedder, OpenAICompatibleEmbedder } from '../src/rag/embedder.js'
+import { LocalEmbedder } from '../src/retrieval/embedder.js'
+import { OpenAICompatibleEmbedder } from '../src/retrieval/openai-embedder.js'
 
 const dot = (a: Float32Array, b: Float32Array): number => a.reduce((s, x, i) => s + x * (b[i] as number), 0)
 

@@ -4,7 +4,7 @@
  */
 import t, { type Test } from 'tap'
 import { GatewayError } from '../src/errors.js'
-import { detectFormat, extract, type ExtractedText } from '../src/rag/extract.js'
+import { detectFormat, extract, type ExtractedText } from '../src/ingest/extract.js'
 import { makePdf, upload } from './helpers/format-fixtures.js'
 
 function blockTexts(x: ExtractedText): Array<[string, string]> {

@@ -7,8 +7,8 @@ import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSyn
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
-import { LocalEmbedder, type Embedder } from '../src/rag/embedder.js'
-import { KnowledgeBase, type KnowledgeBaseOptions } from '../src/rag/knowledge-base.js'
+import { LocalEmbedder, type Embedder } from '../src/retrieval/embedder.js'
+import { KnowledgeBase, type KnowledgeBaseOptions } from '../src/knowledge/knowledge-base.js'
 import { openStore } from '../src/storage/store.js'
 import { makePdf, upload } from './helpers/format-fixtures.js'
 

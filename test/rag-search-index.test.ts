@@ -7,8 +7,8 @@ import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
-import { LocalEmbedder } from '../src/rag/embedder.js'
-import { SearchIndex, type IndexSource, type NamespaceMeta } from '../src/rag/search-index.js'
+import { LocalEmbedder } from '../src/retrieval/embedder.js'
+import { SearchIndex, type IndexSource, type NamespaceMeta } from '../src/retrieval/search-index.js'
 
 const embedder = new LocalEmbedder()
 

@@ -5,7 +5,7 @@
 import { readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
-import { VectorIndex } from '../src/rag/vector-index.js'
+import { VectorIndex } from '../src/retrieval/vector-index.js'
 
 const DIM = 16
 function unit(seed: number): Float32Array {

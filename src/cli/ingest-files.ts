@@ -7,7 +7,7 @@ import { basename, extname, join } from 'node:path'
 import type { Bytes } from '../types.js'
 
 /**
- * The extensions the gateway extracts (src/rag/extract.ts, BY_EXTENSION) and the type each is sent as. Kept in step
+ * The extensions the gateway extracts (src/ingest/extract.ts, BY_EXTENSION) and the type each is sent as. Kept in step
  * by hand: the CLI must not import the server's extraction code (pdfjs and friends) just to list names.
  */
 export const MIME_TYPES: Readonly<Record<string, string>> = {

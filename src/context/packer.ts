@@ -56,7 +56,7 @@ export interface RecalledBlock {
   seqs?: readonly number[]
   /**
    * When given, exactly what `messageTokens(message)` returns: a selector that counted it to fit the room (without
-   * re-tokenizing stored turns, see rag/session-recall.ts) saves counting it twice. Else the packer counts it.
+   * re-tokenizing stored turns, see recall/session-recall.ts) saves counting it twice. Else the packer counts it.
    */
   tokens?: Tokens
 }

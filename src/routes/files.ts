@@ -9,7 +9,7 @@ import { gatewayError, invalidParam } from '../errors.js'
 import { mediaType, parseBoundedJson, readJsonObject } from '../http/body.js'
 import { sendJson } from '../http/respond.js'
 import type { Handler, RequestContext } from '../http/server.js'
-import type { KnowledgeBase } from '../rag/knowledge-base.js'
+import type { KnowledgeBase } from '../knowledge/knowledge-base.js'
 import type { Bytes, Tenant } from '../types.js'
 
 export interface UploadedFile {

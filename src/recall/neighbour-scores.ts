@@ -9,7 +9,7 @@
  * 81.3% at 0.2, 81.1% at 0.4, 81.9% at 0.5, 81.1% at 0.6; 0.2–0.5 better than 0 on at least two of the three
  * conversations and worse on none.
  */
-import type { ScoredLabel } from './bm25.js'
+import type { ScoredLabel } from '../retrieval/bm25.js'
 
 /**
  * `hits` are (seq, score) best first, seqs consecutive within the session; returns the `k` best seqs by smoothed score,

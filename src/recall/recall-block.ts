@@ -19,7 +19,7 @@
  * tokenizing the turns again. Encodings where that does not hold pass `whole`.
  */
 import type { Tokens } from '../types.js'
-import { fenceFor } from './context-message.js'
+import { fenceFor } from '../context/fence.js'
 
 /** Context recalled with each hit: its user/assistant partner ('pair'), both adjacent turns, or none. */
 export type Neighbours = 'pair' | 'both' | 'none'

@@ -7,7 +7,8 @@
  * instructions. Overlapping or touching chunks of one file are merged into one excerpt, so overlap is not paid twice.
  */
 import type { ChatMessage, Tokens } from '../types.js'
-import { countO200k } from './chunker.js'
+import { countO200k } from '../context/token-count.js'
+import { fenceFor } from '../context/fence.js'
 
 export interface ContextHit {
   file_id: string
@@ -132,11 +133,4 @@ function renderExcerpt(e: Excerpt, i: number): string {
   const fence = fenceFor(e.text)
   const section = e.headingPath.length ? ` § ${JSON.stringify(e.headingPath.join(' > '))}` : ''
   return `[${i + 1}] ${JSON.stringify(e.filename)}${section}\n${fence}\n${e.text}\n${fence}`
-}
-
-/** A Markdown code fence longer than any backtick run in `text`, so nothing in `text` can close it early. */
-export function fenceFor(text: string): string {
-  let longest = 0
-  for (const m of text.matchAll(/`+/g)) longest = Math.max(longest, m[0].length)
-  return '`'.repeat(Math.max(3, longest + 1))
 }

@@ -30,8 +30,6 @@ export interface Embedder {
   embedTerms?(terms: ReadonlyArray<readonly string[]>): Promise<Float32Array[]>
 }
 
-export { OpenAICompatibleEmbedder, type OpenAICompatibleEmbedderOptions } from './openai-embedder.js'
-
 export interface LocalEmbedderOptions {
   /**
    * Vector length, a power of two from 64 to 4096. Default 256: vectors-only hit rate 64% at 128, 74% at 256, 80% at
