@@ -89,6 +89,17 @@ export interface Config {
   embeddingsApiKey: string | undefined
 
   shutdownGrace: Ms
+
+  /** Shared rate limits (`redis://` or `rediss://`); none = each process limits on its own. */
+  redisUrl: string | undefined
+  /** Longest wait for one Redis command (and for connecting) before the check counts as a store error. */
+  redisTimeout: Ms
+  /** After a Redis error, how long checks go straight to the fallback before Redis is tried again. */
+  redisRetry: Ms
+  /** Prefix of every key recallgate writes to Redis (several deployments can share one Redis). */
+  redisKeyPrefix: string
+  /** What a rate check does when the shared store cannot answer: the local limiter decides, or 503. */
+  rateLimitOnStoreError: 'allow' | 'deny'
 }
 
 /** Defaults in one object (pino style). */
@@ -136,6 +147,11 @@ export const DEFAULTS = {
   EMBEDDINGS_MODEL: '',
   EMBEDDINGS_API_KEY: '',
   SHUTDOWN_GRACE_MS: '10000',
+  REDIS_URL: '',
+  REDIS_TIMEOUT_MS: '100',
+  REDIS_RETRY_MS: '1000',
+  REDIS_KEY_PREFIX: 'recallgate:',
+  RATE_LIMIT_ON_STORE_ERROR: 'allow',
 } as const
 
 export type Variable = keyof typeof DEFAULTS
@@ -204,6 +220,13 @@ export function loadConfig(env: Env): Config {
       throw new ConfigError('EMBEDDINGS_MODEL', 'is required when EMBEDDINGS=openai-compatible')
   }
 
+  const onStoreError = get('RATE_LIMIT_ON_STORE_ERROR')
+  if (onStoreError !== 'allow' && onStoreError !== 'deny')
+    throw new ConfigError('RATE_LIMIT_ON_STORE_ERROR', `must be "allow" or "deny", got "${onStoreError}"`)
+  const redisUrl = optional('REDIS_URL')
+  if (redisUrl !== undefined && !/^rediss?:\/\/[^\s]+$/.test(redisUrl))
+    throw new ConfigError('REDIS_URL', 'must be a redis:// or rediss:// URL')
+
   const recall = get('RECALL')
   if (recall !== 'on' && recall !== 'off') throw new ConfigError('RECALL', `must be "on" or "off", got "${recall}"`)
 
@@ -262,6 +285,11 @@ export function loadConfig(env: Env): Config {
     embeddingsModel: optional('EMBEDDINGS_MODEL'),
     embeddingsApiKey: optional('EMBEDDINGS_API_KEY'),
     shutdownGrace: int('SHUTDOWN_GRACE_MS', 0),
+    redisUrl,
+    redisTimeout: int('REDIS_TIMEOUT_MS', 1, 60_000),
+    redisRetry: int('REDIS_RETRY_MS', 0, 600_000),
+    redisKeyPrefix: get('REDIS_KEY_PREFIX'),
+    rateLimitOnStoreError: onStoreError,
   }
 }
 

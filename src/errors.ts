@@ -101,6 +101,11 @@ export const ERROR_CODES = {
   },
   upstream_timeout: { status: 504, type: 'timeout_error', message: 'The upstream provider did not answer in time' },
   shutting_down: { status: 503, type: 'api_error', message: 'The gateway is shutting down' },
+  rate_limit_unavailable: {
+    status: 503,
+    type: 'api_error',
+    message: 'The shared rate-limit store cannot be reached and RATE_LIMIT_ON_STORE_ERROR is deny',
+  },
 } as const satisfies Record<string, Def>
 
 export type ErrorCode = keyof typeof ERROR_CODES

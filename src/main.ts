@@ -5,7 +5,8 @@
 import { once } from 'node:events'
 import type { AddressInfo } from 'node:net'
 import { Authenticator } from './auth/authenticator.js'
-import { RateLimiter } from './auth/rate-limiter.js'
+import { RateLimiter, type Limiter } from './auth/rate-limiter.js'
+import { SharedRateLimiter } from './auth/shared-rate-limiter.js'
 import { chatHandler } from './chat/handler.js'
 import { Planner } from './chat/planner.js'
 import { ConfigError, envWithDotenv, loadConfig, type Config } from './config.js'
@@ -19,11 +20,13 @@ import { KnowledgeBase } from './knowledge/knowledge-base.js'
 import { SessionRecall, type RecallTuning } from './recall/session-recall.js'
 import { fileRoutes } from './routes/files.js'
 import { healthHandler } from './routes/health.js'
+import { readinessHandler, type ReadinessCheck } from './routes/ready.js'
 import { metricsHandler } from './routes/metrics.js'
 import { modelsHandler } from './routes/models.js'
 import { sessionRoutes } from './routes/sessions.js'
 import { KeyRepo } from './storage/key-repo.js'
 import { SessionRepo } from './storage/session-repo.js'
+import { openRedis, type RedisStore } from './storage/redis.js'
 import { openStore, type Store } from './storage/store.js'
 import { systemClock, type Clock } from './types.js'
 import { UpstreamClient } from './upstream/client.js'
@@ -58,6 +61,8 @@ export interface Gateway {
 /** Bounds on what we accept from the upstream. */
 const MAX_UPSTREAM_BODY = 32 * 1024 * 1024
 const MAX_SSE_EVENT = 1024 * 1024
+/** Longest a readiness probe waits on one store (balancers usually time a probe out after 1–5 s). */
+const READINESS_TIMEOUT = 1_000
 
 export async function startGateway(config: Config, opts: GatewayOptions = {}): Promise<Gateway> {
   const clock = opts.clock ?? systemClock
@@ -73,7 +78,51 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     ;(opts.onBootstrapKey ?? ((l: string) => process.stderr.write(`${l}\n`)))(line)
   }
   const authenticator = new Authenticator({ inlineKeys: config.serviceKeys, stored: keys })
-  const limiter = new RateLimiter({ limits: config.rateLimits, maxKeys: config.rateLimitMaxKeys, clock })
+  const localLimiter = new RateLimiter({ limits: config.rateLimits, maxKeys: config.rateLimitMaxKeys, clock })
+  const readiness: ReadinessCheck[] = [{ name: 'lmdb', required: true, check: async () => void store.meta.get('schemaVersion') }]
+  let redis: RedisStore | undefined
+  let limiter: Limiter = localLimiter
+  if (config.redisUrl !== undefined) {
+    redis = await openRedis({
+      url: config.redisUrl,
+      timeout: config.redisTimeout,
+      keyPrefix: config.redisKeyPrefix,
+      onConnectionChange: (up, err) =>
+        up ? logger.info({ store: 'redis' }, 'redis connected') : logger.warn({ store: 'redis', err }, 'redis connection lost'),
+    })
+    const r = redis
+    limiter = new SharedRateLimiter({
+      buckets: r,
+      local: localLimiter,
+      onStoreError: config.rateLimitOnStoreError,
+      retryAfter: config.redisRetry,
+      clock,
+      observe: (ms, ok) => metrics.storeOp({ store: 'redis', op: 'rate_check', ms, ok }),
+      onOutage: (err) =>
+        logger.warn(
+          { store: 'redis', err, onStoreError: config.rateLimitOnStoreError },
+          config.rateLimitOnStoreError === 'allow'
+            ? 'rate-limit store failing: each process limits on its own until it is back'
+            : 'rate-limit store failing: limited requests are refused with 503 until it is back',
+        ),
+      onRecovery: () => logger.info({ store: 'redis' }, 'rate-limit store answering again: limits are shared again'),
+      onFallback: (outcome) => metrics.rateLimitFallback(outcome),
+    })
+    readiness.push({
+      name: 'redis',
+      required: config.rateLimitOnStoreError === 'deny',
+      check: async () => {
+        const started = clock()
+        try {
+          await r.ping()
+          metrics.storeOp({ store: 'redis', op: 'ping', ms: clock() - started, ok: true })
+        } catch (err) {
+          metrics.storeOp({ store: 'redis', op: 'ping', ms: clock() - started, ok: false })
+          throw err
+        }
+      },
+    })
+  }
 
   const upstream = new UpstreamClient({
     baseUrl: config.upstreamBaseUrl,
@@ -136,6 +185,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   const f = fileRoutes(knowledge, { maxFileBytes: config.maxFileBytes, maxBodyBytes: config.maxBodyBytes, ragTopK: config.ragTopK })
   const routes: RouteDef[] = [
     { method: 'GET', path: '/healthz', auth: false, handler: healthHandler() },
+    { method: 'GET', path: '/readyz', auth: false, handler: readinessHandler(readiness, READINESS_TIMEOUT) },
     { method: 'GET', path: '/metrics', auth: false, handler: metricsHandler(metrics) },
     {
       method: 'POST',
@@ -233,6 +283,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
       await knowledge.close()
       await recall?.close()
       await upstream.close()
+      await redis?.close()
       await store.close()
       logger.flush()
     })()

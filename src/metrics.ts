@@ -22,6 +22,10 @@ export interface Metrics {
   observeUpstream(o: { model: string; headersMs?: Ms; ttftMs?: Ms; overheadMs?: Ms }): void
   tokens(o: { model: string; prompt: number; completion: number }): void
   rateLimited(plan: string): void
+  /** One call to a store (`redis`, `postgres`): its latency and whether it failed. `op` is a closed set per store. */
+  storeOp(o: { store: StoreName; op: string; ms: Ms; ok: boolean }): void
+  /** A rate check decided without the shared store (it was failing), by what was decided. */
+  rateLimitFallback(outcome: 'allowed' | 'limited' | 'denied'): void
   /** Gauges collected on scrape from callbacks (memory/KB sizes, token-count correction per model). */
   setCollectors(c: {
     sizes?: () => { sessions: number; messages: number; files: number; chunks: number }
@@ -39,6 +43,8 @@ export interface MetricsOptions {
   maxRoutes?: number
 }
 
+export type StoreName = 'redis' | 'postgres' | 'lmdb'
+
 export const OTHER = 'other'
 /** Longer label values are cut: a label is an identifier, and the text format repeats it on every bucket line. */
 const MAX_LABEL_LENGTH = 120
@@ -50,6 +56,7 @@ const MAX_LABEL_LENGTH = 120
 export const BUCKETS = {
   overhead: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
   request: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+  store: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
   upstream: [0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 8, 13, 20, 30, 60, 120],
 } as const
 
@@ -250,6 +257,24 @@ export function createMetrics(o: MetricsOptions = {}): Metrics {
     registers,
   })
 
+  const storeDuration = new CellHistogram(
+    'recallgate_store_operation_seconds',
+    'Calls to an external store (redis, postgres) by store and operation, failed ones included.',
+    registry,
+    BUCKETS.store,
+  )
+  const storeErrors = new CellCounter(
+    'recallgate_store_errors_total',
+    'Calls to an external store that failed (unreachable, timed out, refused), by store and operation.',
+    registry,
+  )
+  const fallbackCounter = new CellCounter(
+    'recallgate_rate_limit_fallback_total',
+    'Rate checks decided without the shared store because it was failing (RATE_LIMIT_ON_STORE_ERROR), by outcome.',
+    registry,
+  )
+  const ops = new BoundedLabel(32)
+
   let sizes: (() => { sessions: number; messages: number; files: number; chunks: number }) | undefined
   let corrections: (() => ReadonlyMap<string, number>) | undefined
 
@@ -336,6 +361,16 @@ export function createMetrics(o: MetricsOptions = {}): Metrics {
     },
     rateLimited(plan) {
       rateLimitedCounter.inc({ plan: planLabel(plan) })
+    },
+    storeOp(o) {
+      const op = ops.of(o.op)
+      const key = `${o.store}\0${op}`
+      const labels = (): Labels => ({ store: o.store, op })
+      if (usable(o.ms)) storeDuration.observe(storeDuration.cell(key, labels), seconds(o.ms))
+      if (!o.ok) storeErrors.cell(key, labels).value += 1
+    },
+    rateLimitFallback(outcome) {
+      fallbackCounter.cell(outcome, () => ({ outcome })).value += 1
     },
     setCollectors(c) {
       if (c.sizes !== undefined) sizes = c.sizes

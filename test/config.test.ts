@@ -28,6 +28,9 @@ const invalid: Array<[Record<string, string>, RegExp]> = [
   [{ EMBEDDINGS: 'openai-compatible' }, /^EMBEDDINGS_BASE_URL: /],
   [{ CHUNK_TOKENS: '100', CHUNK_OVERLAP: '100' }, /^CHUNK_OVERLAP: /],
   [{ LOG_LEVEL: 'loud' }, /^LOG_LEVEL: /],
+  [{ REDIS_URL: 'http://localhost:6379' }, /^REDIS_URL: /],
+  [{ RATE_LIMIT_ON_STORE_ERROR: 'maybe' }, /^RATE_LIMIT_ON_STORE_ERROR: /],
+  [{ REDIS_TIMEOUT_MS: '0' }, /^REDIS_TIMEOUT_MS: /],
 ]
 for (const [env, re] of invalid) {
   t.test(`invalid ${Object.keys(env).join('+')} names the variable in one line`, async (t) => {

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto'
 import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { Authenticator } from '../auth/authenticator.js'
-import type { RateLimiter } from '../auth/rate-limiter.js'
+import { enforceDecision, type Limiter } from '../auth/rate-limiter.js'
 import { asGatewayError, gatewayError, toWire, type GatewayError } from '../errors.js'
 import type { Clock, Ms, Tenant } from '../types.js'
 import { ClientGone } from './client-gone.js'
@@ -86,7 +86,7 @@ export interface RequestRecord {
 export interface HttpServerOptions {
   routes: RouteDef[]
   authenticator: Authenticator
-  limiter: RateLimiter
+  limiter: Limiter
   clock: Clock
   headersTimeout: Ms
   requestTimeout: Ms
@@ -216,10 +216,13 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
       if (def.auth) {
         ctx.tenant = opts.authenticator.authenticate(req.headers)
         try {
-          const headers = opts.limiter.enforce(ctx.tenant.id, ctx.tenant.plan)
+          let d = opts.limiter.check(ctx.tenant.id, ctx.tenant.plan)
+          // Only a shared limiter answers with a promise: the embedded mode's check stays synchronous.
+          if (d instanceof Promise) d = await d
+          const headers = enforceDecision(d, ctx.tenant.plan)
           for (const k in headers) res.setHeader(k, headers[k] as string)
         } catch (err) {
-          opts.onRateLimited?.(ctx.tenant.plan)
+          if ((err as GatewayError).code === 'rate_limit_exceeded') opts.onRateLimited?.(ctx.tenant.plan)
           throw err
         }
       }
