@@ -17,7 +17,7 @@ import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { pack, type PackInput } from '../src/context/packer.js'
 import { TokenCounter } from '../src/context/tokenizer.js'
-import { SessionRepo, type StoredMessage } from '../src/storage/session-repo.js'
+import { SessionRepo, storedMessage, type StoredMessage } from '../src/storage/session-repo.js'
 import { openStore } from '../src/storage/store.js'
 import type { ChatMessage } from '../src/types.js'
 
@@ -70,8 +70,8 @@ export async function run(): Promise<BenchRow[]> {
   // A 1,000-message session, 60–210 words per turn: ~140k tokens in all, so a 128k window truncates it.
   const history: StoredMessage[] = Array.from({ length: 1000 }, (_, i) => {
     const content = text(i, 60 + ((i * 37) % 150))
-    const role = i % 2 === 0 ? 'user' : 'assistant'
-    return { seq: i, role, content, tokens: counter.textTokens(content), createdAt: 0 }
+    const role = i % 2 === 0 ? ('user' as const) : ('assistant' as const)
+    return storedMessage(i, { role, content }, counter.textTokens(content), 0)
   })
   const chunks = Array.from({ length: 8 }, (_, i) => text(10_000 + i, 160))
   const base: PackInput = {
@@ -100,7 +100,7 @@ export async function run(): Promise<BenchRow[]> {
   rows.push(
     measure(
       'baseline: pack re-tokenizing history',
-      () => pack({ ...base, historyMessageTokens: (m) => counter.messageTokens(m, MODEL) }),
+      () => pack({ ...base, historyMessageTokens: (m) => counter.messageTokens(m.message, MODEL) }),
       BASELINE_ITERATIONS,
       10,
     ),
@@ -112,7 +112,7 @@ export async function run(): Promise<BenchRow[]> {
     const opts = { maxMessagesPerSession: 10_000, clock: Date.now, counter }
     const cold = new SessionRepo(store, { ...opts, cacheSessions: 0 })
     const cached = new SessionRepo(store, opts)
-    const session = history.slice(0, 200).map((m): ChatMessage => ({ role: m.role, content: m.content }))
+    const session = history.slice(0, 200).map((m): ChatMessage => ({ role: m.role, content: m.text }))
     for (let i = 0; i < session.length; i += 2)
       await cached.appendExchange('bench-tenant', 'bench-session', session.slice(i, i + 2))
 

@@ -15,7 +15,7 @@ import { once } from 'node:events'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { encode } from 'gpt-tokenizer'
 import { systemClock } from './types.js'
-import { countChat, lastUserText, parseJson, randomId, words } from './mock-upstream/content.js'
+import { countChat, defaultToolCall, lastUserText, pairingError, parseJson, randomId, words } from './mock-upstream/content.js'
 import {
   completionBody,
   embeddingsBody,
@@ -109,6 +109,11 @@ export async function startMockUpstream(o: MockUpstreamOptions = {}): Promise<Mo
     if (!isObject(body)) return sendError(res, 400, 'Request body must be a JSON object')
     if (isEmbeddings) return embeddings(res, body)
     if (!Array.isArray(body.messages) || body.messages.length === 0) return sendError(res, 400, 'messages: Required')
+    const broken = pairingError(body.messages)
+    if (broken !== undefined) {
+      // OpenRouter relays the provider's 400 with the provider's text in its error.
+      return sendError(res, 400, broken.message, { provider_name: 'OpenAI', raw: JSON.stringify({ error: { ...broken, type: 'invalid_request_error', code: null } }) })
+    }
 
     let b = queue.shift()
     if (!b) b = (o.errorRate ?? 0) > 0 && rng() < (o.errorRate ?? 0) ? { status: 502 } : fallback
@@ -127,8 +132,10 @@ export async function startMockUpstream(o: MockUpstreamOptions = {}): Promise<Mo
     const prompt = Math.round(countChat(messages) * (o.promptTokenFactor ?? 1))
     const completion = encode(reply, { disallowedSpecial: new Set() }).length
     const created = Math.floor(clock() / 1000)
+    const calls = b.toolCalls ?? (b.reply === undefined ? [defaultToolCall(body, messages)].filter((c) => c !== undefined) : [])
     const gen: Generation = {
       text: reply,
+      toolCalls: calls.length === 0 ? undefined : calls.map((c, i) => ({ id: `call_${seq + 1}_${i}${randomId(rng).slice(1, 9)}`, ...c })),
       head: {
         id: `gen-${created}-${++seq}${randomId(rng)}`,
         provider: 'MockProvider',

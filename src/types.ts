@@ -15,11 +15,36 @@ export type Clock = () => Ms
 
 export const systemClock: Clock = () => performance.timeOrigin + performance.now()
 
-export type Role = 'system' | 'user' | 'assistant'
+/** OpenAI's chat roles; `developer` is o1's name for `system`, `function` the deprecated predecessor of `tool`. */
+export type Role = 'developer' | 'system' | 'user' | 'assistant' | 'tool' | 'function'
 
+/** One part of an array `content`: `text`, `image_url`, `input_audio`, `file`, `refusal`, or a type we do not know. */
+export interface ContentPart {
+  readonly type: string
+  readonly [field: string]: unknown
+}
+
+/** `{id, type: "function", function: {name, arguments}}` (or a newer type, kept as it is). */
+export interface ToolCall {
+  readonly id: string
+  readonly type: string
+  readonly function?: { readonly name: string; readonly arguments: string }
+  readonly [field: string]: unknown
+}
+
+/**
+ * A Chat Completions message as clients send it and as memory keeps it. Fields we do not know (`audio`, `reasoning`,
+ * `reasoning_details`, whatever appears next) are carried as they came: validation checks what the contract names and
+ * leaves the rest alone.
+ */
 export interface ChatMessage {
-  role: Role
-  content: string
+  readonly role: Role
+  readonly content?: string | readonly ContentPart[] | null
+  readonly name?: string
+  readonly tool_calls?: readonly ToolCall[]
+  readonly tool_call_id?: string
+  readonly refusal?: string | null
+  readonly [field: string]: unknown
 }
 
 export const PLANS = ['free', 'pro', 'premium', 'enterprise', 'unlimited'] as const

@@ -19,7 +19,7 @@ t.test('non-stream: reply, _metadata with all three groups, and what went upstre
   })
   t.match(res.choices[0]?.message.content, /Hello there/)
   const meta = (res as unknown as { _metadata: Record<string, Record<string, unknown>> })._metadata
-  t.same(meta.memory, { sessionId: null, historyMessages: 0, recalledMessages: 0 })
+  t.same(meta.memory, { sessionId: null, historyMessages: 0, recalledMessages: 0, recognizedMessages: 0 })
   t.match(meta.rag, { enabled: false, resultsFound: 0 })
   t.match(meta.context, { includedMessages: 2, includedChunks: 0, truncated: false })
   t.type(meta.context?.totalTokens, 'number')

@@ -229,7 +229,7 @@ t.test('SIGTERM: stop accepting, finish what is in flight within the grace perio
   const store = openStore({ dir: dataDir })
   const sessions = new SessionRepo(store, { maxMessagesPerSession: 100, clock: Date.now, counter: new TokenCounter({ margins: {} }) })
   const tenant = tenantIdFor(hashKey(KEY))
-  t.same(sessions.history(tenant, 'slow').map((m) => m.content), ['hello slow', 'a slow but finite reply'])
+  t.same(sessions.history(tenant, 'slow').map((m) => m.text), ['hello slow', 'a slow but finite reply'])
   t.same(sessions.history(tenant, 'hangs'), [])
   await store.close()
 })

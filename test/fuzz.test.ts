@@ -71,13 +71,18 @@ const chatCorruption: fc.Arbitrary<Case> = fc.oneof(
     body: set('messages', [...ok, bad]),
     param: `messages[${ok.length}]`,
   })),
-  fc.tuple(fc.array(validMessage, { maxLength: 3 }), anyJson.filter((r) => r !== 'system' && r !== 'user' && r !== 'assistant'), protoKeys).map(([ok, role, extra]) => ({
+  fc.tuple(fc.array(validMessage, { maxLength: 3 }), anyJson.filter((r) => typeof r !== 'string' || !['developer', 'system', 'user', 'assistant', 'tool', 'function'].includes(r)), protoKeys).map(([ok, role, extra]) => ({
     body: set('messages', [...ok, { ...extra, role, content: 'x' }]),
     param: `messages[${ok.length}].role`,
   })),
-  fc.tuple(fc.array(validMessage, { maxLength: 3 }), fc.option(notString, { nil: undefined })).map(([ok, content]) => ({
+  fc.tuple(fc.array(validMessage, { maxLength: 3 }), fc.option(notString.filter((v) => !Array.isArray(v)), { nil: undefined })).map(([ok, content]) => ({
     body: set('messages', [...ok, content === undefined ? { role: 'user' } : { role: 'user', content }]),
     param: `messages[${ok.length}].content`,
+  })),
+  // An array content is checked part by part: the first bad part is named.
+  fc.tuple(fc.array(validMessage, { maxLength: 3 }), notString.filter((v) => v === null || typeof v !== 'object' || Array.isArray(v))).map(([ok, part]) => ({
+    body: set('messages', [...ok, { role: 'user', content: [{ type: 'text', text: 'fine' }, part] }]),
+    param: `messages[${ok.length}].content[1]`,
   })),
   fc.oneof(notString.filter((v) => v !== null && typeof v !== 'number'), finite.filter((d) => !(d >= 0 && d <= 2))).map((v) => ({ body: set('temperature', v), param: 'temperature' })),
   fc.oneof(notString.filter((v) => v !== null && typeof v !== 'number'), finite.filter((d) => !(d >= 0 && d <= 1))).map((v) => ({ body: set('top_p', v), param: 'top_p' })),

@@ -26,7 +26,7 @@ async function session(h: Harness, id: string, key = KEY_A) {
 t.test('multi-turn: each completed exchange is saved and comes back, oldest first, before the new message', async (t) => {
   const h = await startHarness(t)
   const r1 = await ask(h, 's-1', 'My name is Ada.')
-  t.same(metaOf(r1).memory, { sessionId: 's-1', historyMessages: 0, recalledMessages: 0 })
+  t.same(metaOf(r1).memory, { sessionId: 's-1', historyMessages: 0, recalledMessages: 0, recognizedMessages: 0 })
   const r2 = await h.client().chat.completions.create({
     model: 'openai/gpt-4o',
     messages: [

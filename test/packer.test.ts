@@ -4,7 +4,7 @@ import * as cl100k from 'gpt-tokenizer/encoding/cl100k_base'
 import { encodeChat } from 'gpt-tokenizer'
 import { pack, type PackInput, type RetrievalInput } from '../src/context/packer.js'
 import { TokenCounter } from '../src/context/tokenizer.js'
-import type { StoredMessage } from '../src/storage/session-repo.js'
+import { storedMessage, type StoredMessage } from '../src/storage/session-repo.js'
 import type { ChatMessage, Role } from '../src/types.js'
 
 const AS_TEXT = { disallowedSpecial: new Set<string>() }
@@ -12,8 +12,11 @@ const counter = new TokenCounter({ margins: { openai: 0, '*': 0.1 } })
 const MODEL = 'openai/gpt-4o'
 
 function stored(seq: number, role: 'user' | 'assistant', content: string): StoredMessage {
-  return { seq, role, content, tokens: counter.textTokens(content), createdAt: 0 }
+  return storedMessage(seq, { role, content }, counter.textTokens(content), 0)
 }
+
+/** gpt-tokenizer's chat type (string content): what these chats are. */
+type Chat = Parameters<typeof encodeChat>[0]
 
 /** Alternating user/assistant turns, `n` messages. */
 function conversation(n: number, word = 'turn'): StoredMessage[] {
@@ -76,9 +79,9 @@ const caseArb = fc.record({
 
 t.test('totalTokens is the exact encodeChat count, and every packing rule holds (random chats)', async (t) => {
   for (const [model, count] of [
-    [MODEL, (ms: ChatMessage[]) => encodeChat(ms, 'gpt-4o', AS_TEXT).length],
+    [MODEL, (ms: ChatMessage[]) => encodeChat(ms as Chat, 'gpt-4o', AS_TEXT).length],
     // History is stored with o200k counts; a cl100k model must still come out exact.
-    ['openai/gpt-3.5-turbo', (ms: ChatMessage[]) => cl100k.encodeChat(ms, 'gpt-3.5-turbo', AS_TEXT).length],
+    ['openai/gpt-3.5-turbo', (ms: ChatMessage[]) => cl100k.encodeChat(ms as Chat, 'gpt-3.5-turbo', AS_TEXT).length],
   ] as const) {
     let packed = 0
     let cut = 0
@@ -117,24 +120,24 @@ t.test('totalTokens is the exact encodeChat count, and every packing rule holds 
         const ms = res.messages
         if (res.totalTokens !== count(ms) || res.totalTokens + c.reserve > c.window) return false
 
-        // Order: system first, others last, the retrieval message right after system.
+        // Order: system first, then history, the retrieval message right before the request's others, last.
         const head = ms.slice(0, requestSystem.length)
         const last = ms.slice(ms.length - c.other.length)
         if (JSON.stringify(head) !== JSON.stringify(requestSystem) || JSON.stringify(last) !== JSON.stringify(c.other))
           return false
         const chunkMsgs = res.includedChunks > 0 ? 1 : 0
-        const hist = ms.slice(requestSystem.length + chunkMsgs, ms.length - c.other.length)
+        const hist = ms.slice(requestSystem.length, ms.length - c.other.length - chunkMsgs)
         if (hist.length !== res.includedHistory || res.includedHistory > c.maxHistoryMessages) return false
 
         // History: the newest suffix, never opening with an assistant turn (a split pair or an orphaned reply).
         const start = c.history.length - hist.length
-        const suffix = c.history.slice(start).map((m) => ({ role: m.role, content: m.content }))
+        const suffix = c.history.slice(start).map((m) => m.message)
         if (JSON.stringify(hist) !== JSON.stringify(suffix)) return false
         if (hist[0]?.role === 'assistant') return false
 
         // Chunks: within budget, best-first order, and the message is the one rendered for them.
         if (r !== undefined && res.includedChunks > 0) {
-          if (counter.messageTokens(ms[requestSystem.length] as ChatMessage, model) > c.chunkBudget) return false
+          if (counter.messageTokens(ms[ms.length - c.other.length - 1] as ChatMessage, model) > c.chunkBudget) return false
           const sorted = [...res.selectedChunks].sort((a, b) => a - b)
           if (JSON.stringify(sorted) !== JSON.stringify(res.selectedChunks)) return false
           if (r.calls.some((call) => call.length === 0)) return false
@@ -185,7 +188,7 @@ t.test('truncation keeps the newest whole messages, oldest first', async (t) => 
   t.equal(res.includedHistory % 2, 0, 'whole pairs')
   t.same(
     res.messages.slice(0, -1).map((m) => m.content),
-    history.slice(100 - res.includedHistory).map((m) => m.content),
+    history.slice(100 - res.includedHistory).map((m) => m.text),
   )
   t.equal(res.truncated, true)
 })
@@ -204,7 +207,7 @@ t.test('a user/assistant pair is never split', async (t) => {
   const res = pack(input({ reserve: 0, window: base + cost(u1) + cost(a1) + cost(a0) + cost(u0) - 1, history }))
   t.same(
     res.messages.map((m) => m.content),
-    [u1.content, a1.content, 'What did we talk about?'],
+    [u1.text, a1.text, 'What did we talk about?'],
   )
   t.equal(res.truncated, true)
 
@@ -230,7 +233,7 @@ t.test('a history that starts with an assistant turn', async (t) => {
     'the orphaned opening reply is not sent first',
   )
   t.equal(res.truncated, false, 'nothing was left out for the budget')
-  t.equal(res.totalTokens, encodeChat(res.messages, 'gpt-4o').length)
+  t.equal(res.totalTokens, encodeChat(res.messages as Chat, 'gpt-4o').length)
   t.equal(pack(input({ history: [stored(5, 'assistant', 'alone')] })).includedHistory, 0)
   const twoReplies = [stored(0, 'assistant', 'one'), stored(1, 'assistant', 'two'), stored(2, 'user', 'q')]
   t.same(pack(input({ history: twoReplies })).messages.map((m) => m.content), ['q', 'What did we talk about?'])
@@ -242,12 +245,12 @@ t.test('chunks: best first, within their budget and the remaining room', async (
   const res = pack(input({ retrieval: r, history: conversation(10) }))
   t.same(res.selectedChunks, [0, 2], 'the oversized second chunk is skipped, the next ones still fit')
   t.equal(res.includedChunks, 2)
-  const msg = res.messages[0] as ChatMessage
+  const msg = res.messages.at(-2) as ChatMessage
   t.match(msg.content, /file-0\.md[\s\S]*file-2\.md/)
   t.ok(counter.messageTokens(msg, MODEL) <= 150)
   t.equal(res.truncated, true, 'chunks were left out')
   t.equal(res.includedHistory, 10)
-  t.equal(res.totalTokens, encodeChat(res.messages, 'gpt-4o').length)
+  t.equal(res.totalTokens, encodeChat(res.messages as Chat, 'gpt-4o').length)
 
   // The rendered framing is what the budget is checked against, not the content sum.
   const ten = 'one two three four five six seven eight nine ten'
@@ -269,7 +272,7 @@ t.test('chunks: best first, within their budget and the remaining room', async (
   t.equal(pack(input({ retrieval: retrieval(texts, 0) })).includedChunks, 0)
 })
 
-t.test('recall seam: only when history does not fit, after the retrieval message, counted exactly', async (t) => {
+t.test('recall seam: only when history does not fit, between history and the retrieval message, counted exactly', async (t) => {
   const history = conversation(60, 'message with a few words')
   const base = pack(input({ reserve: 0 })).totalTokens
   const window = base + 400
@@ -285,9 +288,10 @@ t.test('recall seam: only when history does not fit, after the retrieval message
   const res = pack(input({ reserve: 0, window, history, recall, retrieval: retrieval(['some chunk text'], 50) }))
   t.equal(seen.length, 1)
   t.equal(res.recalledMessages, 1)
-  t.match(res.messages[1]?.content, /^Earlier in this conversation/, 'right after the retrieval message')
-  t.match(res.messages[0]?.content, /^Relevant excerpts/)
-  t.equal(res.totalTokens, encodeChat(res.messages, 'gpt-4o').length)
+  t.match(res.messages.at(-3)?.content, /^Earlier in this conversation/, 'right before the retrieval message')
+  t.match(res.messages.at(-2)?.content, /^Relevant excerpts/)
+  t.match(res.messages.at(-4)?.content, /^message with a few words/, 'after the history')
+  t.equal(res.totalTokens, encodeChat(res.messages as Chat, 'gpt-4o').length)
   t.ok(res.totalTokens <= window)
   const first = seen[0]
   t.equal(first?.recent, res.includedHistory)

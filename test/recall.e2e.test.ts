@@ -64,8 +64,8 @@ t.test('a planted fact comes back for a question about it, not for an unrelated 
   t.ok(meta.memory.recalledMessages >= 2, 'the fact and its neighbour came back')
   t.ok(meta.memory.historyMessages > 0, 'the newest turns are still there')
   t.equal(meta.context.truncated, true, 'older turns were still left out')
-  const block = messages[0]
-  t.equal(block?.role, 'system')
+  const block = messages.at(-2)
+  t.equal(block?.role, 'system', 'right before the question, after the history')
   t.match(block?.content, /^Earlier turns of this conversation/)
   t.match(block?.content, /\nuser: My grandmother's cat is called Bartholomew and he only eats sardines\.\nassistant: What a distinguished name for a cat!\n/)
   t.match(block?.content, /\n\d{4}-\d\d-\d\d \d\d:\d\d UTC\n/, 'dated')
@@ -121,7 +121,7 @@ t.test('recall never crosses tenants, and a deleted session never comes back', a
   t.equal(after.context.truncated, true)
 })
 
-t.test('the recall block goes after the retrieved-file context; RECALL=off keeps only the newest turns', async (t) => {
+t.test('the history, then the recall block, then the retrieved-file context; RECALL=off keeps only the newest turns', async (t) => {
   const h = await harness(t)
   await longSession(h, 'long')
   const up = await h.fetch('/api/v1/files', {
@@ -132,8 +132,9 @@ t.test('the recall block goes after the retrieved-file context; RECALL=off keeps
   t.equal(up.status, 201)
   const meta = await chat(h, 'long', QUESTION, { saveToMemory: false, useRAG: true })
   const messages = sent(h)
-  t.match(messages[0]?.content, /cats\.txt/, 'retrieved-file context first')
-  t.match(messages[1]?.content, /^Earlier turns of this conversation[\s\S]*only eats sardines/, 'then the recall block')
+  t.match(messages.at(-2)?.content, /cats\.txt/, 'retrieved-file context right before the question')
+  t.match(messages.at(-3)?.content, /^Earlier turns of this conversation[\s\S]*only eats sardines/, 'the recall block before it')
+  t.equal(messages.at(-4)?.role, 'assistant', 'the history before both')
   fitsExactly(t, h, meta)
 
   await h.restart({ RECALL: 'off' })

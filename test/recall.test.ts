@@ -87,7 +87,7 @@ t.test('every saved message is indexed in the save transaction; a failed save in
 
   // Another hook throwing aborts the whole transaction: no message, no index entry.
   s.repo.onAppend((_t, _s, saved) => {
-    if (saved.some((m) => m.content.includes('explode'))) throw new Error('boom')
+    if (saved.some((m) => m.text.includes('explode'))) throw new Error('boom')
   })
   await t.rejects(s.repo.appendExchange('ta', 's1', [{ role: 'user', content: 'please explode quietly' }]), /boom/)
   t.equal((s.store.meta.get(['index', ns]) as { count: number }).count, 12, 'index unchanged')
@@ -126,7 +126,7 @@ t.test('the block: preamble, one fence, oldest first, dated by day, gaps marked,
   const recent = new Set([20, 21, 22, 23])
   const block = select(s, c, 2000, { recent, oldestRecentSeq: 20 })
   if (block === undefined) return t.fail('nothing recalled')
-  const content = block.message.content
+  const content = block.message.content as string
   t.same(block.seqs, [...block.seqs].sort((a, b) => a - b), 'ascending')
   t.ok(block.seqs.every((q) => q < 20), 'only turns older than the recent window')
   t.match(content, /^Earlier turns of this conversation/)
@@ -153,7 +153,7 @@ t.test('message content cannot close the fence or pose as a turn or a header', a
   ])
   const block = select(s, await s.recall.search('ta', 's1', 'sardines', 2000))
   if (block === undefined) return t.fail('nothing recalled')
-  const lines = block.message.content.split('\n')
+  const lines = (block.message.content as string).split('\n')
   const fence = lines.find((l) => /^`+$/.test(l)) ?? ''
   t.ok(fence.length >= 5, 'the fence is longer than any backtick run inside')
   t.equal(lines.filter((l) => l === fence).length, 2, 'only the opening and closing fence lines')
@@ -200,7 +200,7 @@ t.test('the count is exact without re-tokenizing, for any content (o200k and cl1
         if (block === undefined) continue
         if (block.tokens > room) throw new Error(`${model}: ${block.tokens} tokens in a room of ${room}`)
         const asText = { disallowedSpecial: new Set<string>() }
-        const exact = encodeChat([block.message], reference, asText).length - encodeChat([], reference, asText).length
+        const exact = encodeChat([block.message as { role: "system"; content: string }], reference, asText).length - encodeChat([], reference, asText).length
         if (block.tokens !== exact) throw new Error(`${model}: counted ${block.tokens}, encodeChat says ${exact}`)
       }
       },

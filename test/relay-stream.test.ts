@@ -44,7 +44,7 @@ async function relay(t: Test, o: { includeUsage?: boolean; highWaterMark?: numbe
       metadataJson: '{"memory":null}',
       includeUsage: o.includeUsage ?? false,
       maxEventBytes: 1024 * 1024,
-      onComplete: async (text) => void saved.push(text),
+      onComplete: async (reply) => void saved.push(reply.content as string),
     }).then(resolveOutcome)
   })
   server.listen(0, '127.0.0.1')

@@ -34,7 +34,7 @@ const exchange = (i: number): ChatMessage[] => [
   { role: 'assistant', content: `answer ${i}` },
 ]
 
-const contents = (ms: readonly StoredMessage[]): string[] => ms.map((m) => m.content)
+const contents = (ms: readonly StoredMessage[]): string[] => ms.map((m) => m.text)
 
 /** What a bad session id must throw: a 400 that names the field. */
 const sessionIdError = { name: 'GatewayError', status: 400, code: 'invalid_parameter', param: 'sessionId' }
@@ -70,7 +70,7 @@ function tests(): void {
 
     const saved = await repo.appendExchange('t1', 's', exchange(0))
     t.same(
-      saved.map((m) => [m.seq, m.role, m.content]),
+      saved.map((m) => [m.seq, m.role, m.text]),
       [
         [0, 'user', 'question 0'],
         [1, 'assistant', 'answer 0'],
@@ -104,7 +104,7 @@ function tests(): void {
     const h = repo.history('t', 's')
     h.pop()
     t.throws(() => {
-      ;(h[0] as { content: string }).content = 'changed'
+      ;(h[0] as unknown as { text: string }).text = 'changed'
     })
     t.same(contents(repo.history('t', 's')), ['question 0', 'answer 0'])
   })
@@ -295,7 +295,7 @@ function tests(): void {
     for (const [i, saved] of results.entries()) {
       const [u, a] = saved
       t.ok(u !== undefined && a !== undefined && a.seq === u.seq + 1, `exchange ${i} is contiguous`)
-      t.equal(h[u?.seq ?? -1]?.content, `question ${i}`)
+      t.equal(h[u?.seq ?? -1]?.text, `question ${i}`)
     }
   })
 
@@ -388,8 +388,8 @@ function tests(): void {
     const present = new Set<number>()
     let whole = true
     for (let i = 0; i + 2 < h.length; i += 3) {
-      const n = Number(h[i]?.content.split(' ')[0]?.slice(1))
-      whole &&= h[i + 1]?.content === `a${n}` && h[i + 2]?.content === `x${n}`
+      const n = Number(h[i]?.text.split(' ')[0]?.slice(1))
+      whole &&= h[i + 1]?.text === `a${n}` && h[i + 2]?.text === `x${n}`
       present.add(n)
     }
     t.ok(whole, 'each stored exchange is complete and in order')

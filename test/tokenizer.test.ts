@@ -5,6 +5,9 @@ import * as o200k from 'gpt-tokenizer/encoding/o200k_base'
 import { TokenCounter } from '../src/context/tokenizer.js'
 import type { ChatMessage, Role } from '../src/types.js'
 
+/** gpt-tokenizer's chat type: string content only, which is all these tests send. */
+type Chat = Parameters<typeof o200k.encodeChat>[0]
+
 const AS_TEXT = { disallowedSpecial: new Set<string>() }
 const margins = { openai: 0, anthropic: 0.15, google: 0.15, '*': 0.1 }
 
@@ -29,10 +32,10 @@ const chatArb = fc.array(
 
 // Each of our model ids against the gpt-tokenizer encoding and chat model it must agree with.
 const references: Array<{ model: string; encodeChat: (chat: ChatMessage[]) => number[] }> = [
-  { model: 'openai/gpt-4o', encodeChat: (c) => o200k.encodeChat(c, 'gpt-4o', AS_TEXT) },
-  { model: 'anthropic/claude-3.5-sonnet', encodeChat: (c) => o200k.encodeChat(c, 'gpt-4o', AS_TEXT) },
-  { model: 'openai/gpt-4', encodeChat: (c) => cl100k.encodeChat(c, 'gpt-4', AS_TEXT) },
-  { model: 'openai/gpt-3.5-turbo', encodeChat: (c) => cl100k.encodeChat(c, 'gpt-3.5-turbo', AS_TEXT) },
+  { model: 'openai/gpt-4o', encodeChat: (c) => o200k.encodeChat(c as Chat, 'gpt-4o', AS_TEXT) },
+  { model: 'anthropic/claude-3.5-sonnet', encodeChat: (c) => o200k.encodeChat(c as Chat, 'gpt-4o', AS_TEXT) },
+  { model: 'openai/gpt-4', encodeChat: (c) => cl100k.encodeChat(c as Chat, 'gpt-4', AS_TEXT) },
+  { model: 'openai/gpt-3.5-turbo', encodeChat: (c) => cl100k.encodeChat(c as Chat, 'gpt-3.5-turbo', AS_TEXT) },
 ]
 
 t.test('chatTokens equals encodeChat for random chats, per encoding and chat format', async (t) => {
@@ -113,7 +116,7 @@ t.test('storedMessageTokens uses the stored o200k count, and recounts only for c
   const counter = new TokenCounter({ margins })
   const content = 'Ein Satz mit Umlauten: äöü ß, und 東京 ラーメン.'
   // A deliberately wrong stored count proves the o200k path does not tokenize.
-  const stored = { role: 'user' as const, content, tokens: 1000 }
+  const stored = { role: 'user' as const, message: { role: 'user' as const, content }, tokens: 1000 }
   const gpt4o = 'openai/gpt-4o'
   t.equal(counter.storedMessageTokens(stored, gpt4o), counter.messageTokensFromContent('user', 1000, gpt4o))
   t.equal(counter.storedMessageTokens(stored, 'anthropic/claude-3-haiku'), 1000 + 4)

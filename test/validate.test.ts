@@ -41,7 +41,7 @@ const bad: Array<[string, Record<string, unknown>, string]> = [
   ['empty messages', { ...ok, messages: [] }, 'messages'],
   ['too many messages', { ...ok, messages: Array(6).fill(ok.messages[0]) }, 'messages'],
   ['message not an object', { ...ok, messages: ['hi'] }, 'messages[0]'],
-  ['bad role', { ...ok, messages: [{ role: 'tool', content: 'x' }] }, 'messages[0].role'],
+  ['bad role', { ...ok, messages: [{ role: 'robot', content: 'x' }] }, 'messages[0].role'],
   ['non-string content', { ...ok, messages: [{ role: 'user', content: 'a' }, { role: 'user', content: [1] }] }, 'messages[1].content'],
   ['temperature too high', { ...ok, temperature: 2.5 }, 'temperature'],
   ['temperature a string', { ...ok, temperature: '1' }, 'temperature'],

@@ -13,6 +13,7 @@ import type { Bytes, ChatMessage, Clock, Tenant, Tokens } from '../types.js'
 import type { Metadata } from './metadata.js'
 import { relayStream, spliceMetadata, SSE_HEADERS, type Usage } from './relay-stream.js'
 import { upstreamBodyJson } from './upstream-body.js'
+import { replyFromCompletion } from '../messages/reply.js'
 import { validateChat, type ChatRequest, type ValidationLimits } from './validate.js'
 
 export interface PreparedChat {
@@ -20,13 +21,18 @@ export interface PreparedChat {
   metadata: Metadata
   /** Our exact count of `messages` (what the packer counted), to learn from the upstream's usage. */
   countedTokens: Tokens
+  /** What `save` needs to know of the plan (the new messages, and where a resent history diverged): the planner's. */
+  saving?: unknown
 }
 
 /** The memory/retrieval/packing side of a chat, behind one seam so the relay knows nothing of storage. */
 export interface ChatPlanner {
   prepare(tenant: Tenant, req: ChatRequest, opts: { authorization: string; signal: AbortSignal }): Promise<PreparedChat>
-  /** Persist a completed exchange; resolves once durable. Called only when the exchange completed. */
-  save(tenant: Tenant, req: ChatRequest, reply: string): Promise<void>
+  /**
+   * Persist a completed exchange (the assistant's message as the client sees it); resolves once durable. Called only
+   * when the exchange completed.
+   */
+  save(tenant: Tenant, req: ChatRequest, prepared: PreparedChat, reply: ChatMessage): Promise<void>
   /** The upstream reported its own prompt token count. */
   observeUsage(model: string, counted: Tokens, usage: Usage | undefined): void
 }
@@ -45,7 +51,8 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
     const tenant = ctx.tenant
     if (tenant === undefined) throw gatewayError('missing_service_key')
     const body = await readJsonObject(ctx.req, o.limits.maxBodyBytes)
-    const req = validateChat(body, o.limits)
+    const header = ctx.req.headers['x-session-id']
+    const req = validateChat(body, o.limits, { sessionId: typeof header === 'string' ? header : undefined })
     ctx.annotations.model = req.model
     ctx.annotations.stream = req.stream
 
@@ -95,11 +102,11 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
         onFirstToken: () => {
           ctx.annotations.ttftMs = o.clock() - sentAt
         },
-        onComplete: async (text, usage) => {
+        onComplete: async (reply, usage) => {
           ctx.annotations.upstreamMs = o.clock() - sentAt
           o.planner.observeUsage(req.model, prepared.countedTokens, usage)
           annotateUsage(ctx.annotations, usage)
-          if (shouldSave) await o.planner.save(tenant, req, text)
+          if (shouldSave) await o.planner.save(tenant, req, prepared, reply)
         },
       })
       ctx.annotations.outcome = outcome.kind
@@ -127,7 +134,7 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
     annotateUsage(ctx.annotations, usage)
     // A client that left before its reply arrived did not complete the exchange: nothing is saved.
     if (ctx.clientGone.aborted) throw gatewayError('client_closed_request')
-    if (shouldSave) await o.planner.save(tenant, req, replyText(completion))
+    if (shouldSave) await o.planner.save(tenant, req, prepared, replyFromCompletion(completion))
     if (ctx.clientGone.aborted) throw gatewayError('client_closed_request')
     // The upstream's own text with `_metadata` spliced in, not `JSON.stringify({...completion, _metadata})`: the same
     // JSON value for any parser (a `_metadata` the upstream sent is overridden, as the last duplicate key), without
@@ -144,12 +151,6 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
 function withoutSecret(text: string, authorization: string): string {
   const token = authorization.replace(/^\s*bearer\s+/i, '').trim()
   return token.length >= 8 ? text.split(token).join('[redacted]') : text
-}
-
-function replyText(completion: Record<string, unknown>): string {
-  const choices = completion.choices as Array<{ message?: { content?: unknown } }> | undefined
-  const content = choices?.[0]?.message?.content
-  return typeof content === 'string' ? content : ''
 }
 
 function annotateUsage(a: Record<string, string | number | boolean | undefined>, usage: Usage | undefined): void {

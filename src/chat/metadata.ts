@@ -9,7 +9,14 @@ export interface RagSource {
 }
 
 export interface Metadata {
-  memory: { sessionId: string | null; historyMessages: number; recalledMessages: number }
+  memory: {
+    sessionId: string | null
+    /** Stored messages sent (the kept history, and the tool call a request's tool results answer). */
+    historyMessages: number
+    recalledMessages: number
+    /** Leading request messages recognised as the session's own (a client resending its history): not saved again. */
+    recognizedMessages: number
+  }
   rag: { enabled: boolean; resultsFound: number; query: string | null; sources: RagSource[] }
   context: {
     totalTokens: Tokens

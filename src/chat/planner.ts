@@ -4,6 +4,9 @@
  * Each step is a small function of its inputs; this module only wires them.
  */
 import type { ChatMessage, Tenant, Tokens } from '../types.js'
+import { invalidParam } from '../errors.js'
+import { checkPairing, hasToolCalls } from '../messages/pairing.js'
+import { userText } from '../messages/text.js'
 import type { TokenCounter } from '../context/tokenizer.js'
 import { pack } from '../context/packer.js'
 import type { SessionRepo, StoredMessage } from '../storage/session-repo.js'
@@ -15,6 +18,7 @@ import type { ChatPlanner, PreparedChat } from './handler.js'
 import type { Metadata } from './metadata.js'
 import type { Usage } from './relay-stream.js'
 import type { ChatRequest } from './validate.js'
+import { alignResent } from './resent-history.js'
 
 export interface PlannerOptions {
   counter: TokenCounter
@@ -31,21 +35,33 @@ export interface PlannerOptions {
   recall?: { service: SessionRecall; recentShare: number }
 }
 
-/** Leading system messages stay first; everything from the first non-system message on keeps its order. */
+/**
+ * Leading system and developer messages stay first (`developer` is the newer models' name for `system`); everything
+ * from the first other message on keeps its order.
+ */
 export function splitRequest(messages: ChatMessage[]): { system: ChatMessage[]; other: ChatMessage[] } {
   let i = 0
-  while (i < messages.length && messages[i]?.role === 'system') i++
+  while (i < messages.length && (messages[i]?.role === 'system' || messages[i]?.role === 'developer')) i++
   return { system: messages.slice(0, i), other: messages.slice(i) }
 }
 
-/** The retrieval query: `ragQuery`, else the last user message. */
+/**
+ * The retrieval query: `ragQuery`, else the text of the last user message that has some (in a tool loop the request
+ * ends with tool results: the question is still the user's).
+ */
 export function retrievalQuery(req: ChatRequest): string | undefined {
   if (req.ragQuery !== undefined) return req.ragQuery
   for (let i = req.messages.length - 1; i >= 0; i--) {
-    const m = req.messages[i]
-    if (m?.role === 'user' && m.content.trim() !== '') return m.content
+    const text = userText(req.messages[i] as ChatMessage)
+    if (text !== '') return text
   }
   return undefined
+}
+
+/** What `save` needs from `prepare`: the messages new to the session, and where a rewinding client diverged. */
+interface Saving {
+  fresh: ChatMessage[]
+  replaceFrom: number | undefined
 }
 
 export class Planner implements ChatPlanner {
@@ -61,14 +77,30 @@ export class Planner implements ChatPlanner {
     const usable = o.counter.usableWindow(req.model, window)
     const reserve = req.maxTokens ?? Math.min(o.defaultMaxTokens, Math.floor(usable / 4))
     const { system, other } = splitRequest(req.messages)
+    const model = req.model
+    const toolTokens = o.counter.toolsTokens(req.passthrough.tools, model)
 
-    const history = req.sessionId === undefined ? [] : o.sessions.history(tenant.id, req.sessionId, o.maxHistoryMessages)
+    // Read enough to recognise a client that resends its whole history (at least its length), then align.
+    const readLimit = o.maxHistoryMessages > 0 ? Math.max(o.maxHistoryMessages, other.length + 2) : 0
+    const stored = req.sessionId === undefined ? [] : o.sessions.history(tenant.id, req.sessionId, readLimit)
+    const aligned = alignResent(stored, other)
+    let history = stored.slice(0, aligned.history)
+    const fresh = other.slice(aligned.recognized)
+    // Tool results answer the stored assistant message that called the tools: it goes with them, as the request's.
+    const last = history.at(-1)
+    const anchor = fresh[0]?.role === 'tool' && last !== undefined && hasToolCalls(last.message) ? last : undefined
+    if (anchor !== undefined) history = history.slice(0, -1)
+    const sent = anchor === undefined ? fresh : [anchor.message, ...fresh]
+    const violation = checkPairing(sent)
+    if (violation !== undefined) {
+      const at = violation.index - (anchor === undefined ? 0 : 1)
+      throw invalidParam(at < 0 ? 'messages' : `messages[${system.length + aligned.recognized + at}].${violation.field}`, violation.message)
+    }
 
     const query = req.useRAG ? retrievalQuery(req) : undefined
     let hits: SearchHit[] = []
     if (query !== undefined) hits = await o.knowledge.search(tenant.id, query, o.ragTopK)
 
-    const model = req.model
     // Request messages are counted once here and again by the packer: memoized per message object.
     const counted = new Map<ChatMessage, Tokens>()
     const messageTokens = (m: ChatMessage): Tokens => {
@@ -83,15 +115,16 @@ export class Planner implements ChatPlanner {
     // pays one pass over stored counts.
     // A read limited to maxHistoryMessages may have left older messages out: they count as not fitting.
     const older =
-      req.sessionId !== undefined && history.length >= o.maxHistoryMessages
-        ? Math.max(0, (o.sessions.get(tenant.id, req.sessionId)?.messageCount ?? 0) - history.length)
+      req.sessionId !== undefined && stored.length >= readLimit
+        ? Math.max(0, (o.sessions.get(tenant.id, req.sessionId)?.messageCount ?? 0) - stored.length)
         : 0
     let recalled: RecallCandidates | undefined
     const recall = o.recall
     // MAX_HISTORY_MESSAGES=0 asks for no history at all: recall does not bring it back either.
     if (recall !== undefined && req.sessionId !== undefined && o.maxHistoryMessages > 0 && history.length + older > 0) {
-      let fixed = o.counter.chatOverhead(model) + reserve + (hits.length > 0 ? ragBudget : 0)
-      for (const m of req.messages) fixed += messageTokens(m)
+      let fixed = o.counter.chatOverhead(model) + toolTokens + reserve + (hits.length > 0 ? ragBudget : 0)
+      for (const m of system) fixed += messageTokens(m)
+      for (const m of sent) fixed += messageTokens(m)
       let historyTokens = 0
       for (const m of history) historyTokens += historyMessageTokens(m)
       const recallQuery = retrievalQuery(req)
@@ -105,8 +138,9 @@ export class Planner implements ChatPlanner {
     const result = pack({
       window: usable,
       reserve,
+      extraTokens: toolTokens,
       requestSystem: system,
-      requestOther: other,
+      requestOther: sent,
       history,
       olderMessages: older,
       maxHistoryMessages: o.maxHistoryMessages,
@@ -135,7 +169,12 @@ export class Planner implements ChatPlanner {
 
     const usedHits = result.selectedChunks.map((i) => hits[i] as SearchHit)
     const metadata: Metadata = {
-      memory: { sessionId: req.sessionId ?? null, historyMessages: result.includedHistory, recalledMessages: result.recalledMessages },
+      memory: {
+        sessionId: req.sessionId ?? null,
+        historyMessages: result.includedHistory + (anchor === undefined ? 0 : 1),
+        recalledMessages: result.recalledMessages,
+        recognizedMessages: aligned.recognized,
+      },
       rag: {
         enabled: req.useRAG,
         resultsFound: hits.length,
@@ -149,21 +188,24 @@ export class Planner implements ChatPlanner {
       },
       context: {
         totalTokens: result.totalTokens,
-        includedMessages: req.messages.length + result.includedHistory,
+        includedMessages: system.length + sent.length + result.includedHistory,
         includedChunks: result.includedChunks,
         truncated: result.truncated,
         window: usable,
         reserved: reserve,
       },
     }
-    return { messages: result.messages, metadata, countedTokens: result.totalTokens }
+    const saving: Saving = { fresh, replaceFrom: aligned.replaceFrom }
+    return { messages: result.messages, metadata, countedTokens: result.totalTokens, saving }
   }
 
-  async save(tenant: Tenant, req: ChatRequest, reply: string): Promise<void> {
+  async save(tenant: Tenant, req: ChatRequest, prepared: PreparedChat, reply: ChatMessage): Promise<void> {
     if (req.sessionId === undefined) return
-    const toSave: ChatMessage[] = req.messages.filter((m) => m.role !== 'system')
-    toSave.push({ role: 'assistant', content: reply })
-    await this.#o.sessions.appendExchange(tenant.id, req.sessionId, toSave)
+    const saving = prepared.saving as Saving | undefined
+    const fresh = saving?.fresh ?? req.messages
+    const toSave = fresh.filter((m) => m.role !== 'system' && m.role !== 'developer')
+    toSave.push(reply)
+    await this.#o.sessions.appendExchange(tenant.id, req.sessionId, toSave, { replaceFrom: saving?.replaceFrom })
   }
 
   observeUsage(model: string, counted: Tokens, usage: Usage | undefined): void {

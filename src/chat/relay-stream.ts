@@ -1,5 +1,6 @@
 /**
- * Relays an upstream SSE stream to the client event by event while capturing the assistant's text.
+ * Relays an upstream SSE stream to the client event by event while capturing the assistant's message (text, tool
+ * calls assembled from their deltas, refusal, reasoning: messages/reply.ts).
  *
  * - Each upstream network chunk is parsed incrementally and what it completes is written to the client in one write,
  *   at once; when the client's socket buffer is full (`write()` false) we stop reading the upstream until `drain`.
@@ -18,7 +19,8 @@ import { asGatewayError, gatewayError, toWire, type GatewayError } from '../erro
 import { ChunkReader } from '../upstream/chunk-reader.js'
 import { transportError } from '../upstream/errors.js'
 import { SseEventTooLargeError, SseParser } from '../upstream/sse-parser.js'
-import type { Bytes } from '../types.js'
+import { ReplyAssembler } from '../messages/reply.js'
+import type { Bytes, ChatMessage } from '../types.js'
 
 export interface Usage {
   prompt_tokens?: number
@@ -46,13 +48,13 @@ export interface RelayOptions {
   includeUsage: boolean
   maxEventBytes: Bytes
   /** Runs after the upstream finished normally and before `[DONE]` is written. */
-  onComplete: (text: string, usage: Usage | undefined) => Promise<void>
-  /** First byte of model output seen (time to first token). */
+  onComplete: (reply: ChatMessage, usage: Usage | undefined) => Promise<void>
+  /** First model output seen: text, a tool call, a refusal or reasoning (time to first token). */
   onFirstToken?: () => void
 }
 
 interface ChunkShape {
-  choices?: Array<{ delta?: { content?: unknown } }>
+  choices?: Array<{ delta?: unknown }>
   usage?: Usage
   error?: unknown
 }
@@ -83,7 +85,7 @@ export async function relayStream(o: RelayOptions): Promise<StreamOutcome> {
 
 async function relay(o: RelayOptions, onWrite: () => void): Promise<StreamOutcome> {
   const { res } = o
-  const textParts: string[] = []
+  const reply = new ReplyAssembler()
   let usage: Usage | undefined
   let metadataSent = false
   let done = false
@@ -122,11 +124,8 @@ async function relay(o: RelayOptions, onWrite: () => void): Promise<StreamOutcom
         return
       }
       if (chunk.usage) usage = chunk.usage
-      const content = choices?.[0]?.delta?.content
-      if (typeof content === 'string' && content !== '') {
-        if (textParts.length === 0) o.onFirstToken?.()
-        textParts.push(content)
-      }
+      const delta = choices?.[0]?.delta
+      if (delta !== undefined && reply.push(delta) && reply.pieces === 1) o.onFirstToken?.()
       if (!metadataSent) {
         metadataSent = true
         out += `data: ${spliceMetadata(e.data, o.metadataJson)}\n\n`
@@ -152,7 +151,7 @@ async function relay(o: RelayOptions, onWrite: () => void): Promise<StreamOutcom
       await flush().catch(() => undefined)
       res.end()
     }
-    return { kind: 'failed', error, text: textParts.join(''), usage }
+    return { kind: 'failed', error, text: reply.text, usage }
   }
 
   const reader = new ChunkReader(o.upstream)
@@ -162,9 +161,9 @@ async function relay(o: RelayOptions, onWrite: () => void): Promise<StreamOutcom
     // Not destroy(): the body's end normally came with [DONE], and a body let go of cleanly costs no error (see
     // ChunkReader). Then, with nothing awaited but onComplete, [DONE] leaves in the same write as the last events.
     reader.release()
-    const text = textParts.join('')
+    const text = reply.text
     try {
-      await o.onComplete(text, usage)
+      await o.onComplete(reply.message(), usage)
     } catch (err) {
       return fail(asGatewayError(err))
     }

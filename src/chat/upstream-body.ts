@@ -2,7 +2,7 @@
  * The JSON body sent upstream: the client's fields verbatim, with `messages` replaced by the packed list.
  *
  * Session history is the bulk of a long chat's prompt and the same on every turn: its messages reach us as frozen
- * objects shared by every request (the session cache's entries, see context/packer.ts), so each one's JSON is made
+ * objects shared by every request (the session cache's entries, storage/session-repo.ts), so each one's JSON is made
  * once and remembered for as long as the object lives. Profiled on a 200-message session (bench/scenarios/session.ts,
  * a 33 KB prompt), `JSON.stringify` of the whole body was the gateway's largest single cost, ~80 µs a request measured
  * alone and 160 µs profiled under load; with the history's JSON remembered, only the new messages are serialised.
@@ -24,11 +24,14 @@ export function upstreamBodyJson(fields: Readonly<Record<string, unknown>>, mess
   return `${out}]}`
 }
 
-/** `{"role":…,"content":…}`: only the two wire fields, whatever else the object carries. */
+/**
+ * The whole message, every field as the client sent it (tool calls, parts, fields we do not know): the upstream sees
+ * a saved message exactly as the client did.
+ */
 export function messageJson(m: ChatMessage): string {
   let json = remembered.get(m)
   if (json !== undefined) return json
-  json = `{"role":${JSON.stringify(m.role)},"content":${JSON.stringify(m.content)}}`
+  json = JSON.stringify(m)
   // Only an immutable message can keep its JSON: a request's own messages are new objects every time anyway.
   if (Object.isFrozen(m)) remembered.set(m, json)
   return json

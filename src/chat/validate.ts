@@ -4,12 +4,14 @@
  * `passthrough` for the upstream, minus the four gateway extensions, which never leave the gateway.
  */
 import { invalidParam, gatewayError } from '../errors.js'
-import type { ChatMessage, Role } from '../types.js'
+import { validateMessages } from '../messages/schema.js'
+import type { ChatMessage } from '../types.js'
 
 export interface ChatRequest {
   model: string
   messages: ChatMessage[]
   stream: boolean
+  /** The reply reserve the client asked for: `max_completion_tokens`, else `max_tokens` (both sent as they came). */
   maxTokens: number | undefined
   sessionId: string | undefined
   saveToMemory: boolean
@@ -27,11 +29,18 @@ export interface ValidationLimits {
 }
 
 const EXTENSIONS = ['sessionId', 'saveToMemory', 'useRAG', 'ragQuery'] as const
-const ROLES: ReadonlySet<string> = new Set<Role>(['system', 'user', 'assistant'])
 // `vendor/model`, where the model part may itself contain slashes, dots, colons (`:free`, `:nitro`) and the like.
 const MODEL_RE = /^[A-Za-z0-9][\w.-]*\/[^\s/][^\s]*$/
 
-export function validateChat(body: Record<string, unknown>, limits: ValidationLimits): ChatRequest {
+/**
+ * `headers.sessionId` is the `x-session-id` header: for SDKs that cannot add a body field (the body's wins). It is
+ * checked like the body field and named `sessionId` in errors.
+ */
+export function validateChat(
+  body: Record<string, unknown>,
+  limits: ValidationLimits,
+  headers: { sessionId?: string } = {},
+): ChatRequest {
   const model = body.model
   if (model === undefined) throw gatewayError('missing_parameter', { param: 'model', message: 'model is required' })
   if (typeof model !== 'string' || !MODEL_RE.test(model) || model.length > 256) {
@@ -51,16 +60,11 @@ export function validateChat(body: Record<string, unknown>, limits: ValidationLi
   if (topP !== undefined && topP !== null && !inRange(topP, 0, 1)) {
     throw invalidParam('top_p', 'top_p must be a number from 0 to 1')
   }
-  const maxTokensRaw = body.max_tokens
-  let maxTokens: number | undefined
-  if (maxTokensRaw !== undefined && maxTokensRaw !== null) {
-    if (typeof maxTokensRaw !== 'number' || !Number.isSafeInteger(maxTokensRaw) || maxTokensRaw < 1) {
-      throw invalidParam('max_tokens', 'max_tokens must be a positive integer')
-    }
-    maxTokens = maxTokensRaw
-  }
+  // Reasoning models reject max_tokens and take max_completion_tokens (reasoning included); either is the reserve.
+  const maxCompletionTokens = positiveInteger(body, 'max_completion_tokens')
+  const maxTokens = maxCompletionTokens ?? positiveInteger(body, 'max_tokens')
 
-  const sessionIdRaw = body.sessionId
+  const sessionIdRaw = body.sessionId ?? headers.sessionId
   let sessionId: string | undefined
   if (sessionIdRaw !== undefined && sessionIdRaw !== null) {
     if (typeof sessionIdRaw !== 'string' || sessionIdRaw === '') {
@@ -100,27 +104,11 @@ export function validateChat(body: Record<string, unknown>, limits: ValidationLi
   return { model, messages, stream, maxTokens, sessionId, saveToMemory, useRAG, ragQuery, includeUsage, passthrough }
 }
 
-function validateMessages(raw: unknown, max: number): ChatMessage[] {
-  if (raw === undefined) throw gatewayError('missing_parameter', { param: 'messages', message: 'messages is required' })
-  if (!Array.isArray(raw)) throw invalidParam('messages', 'messages must be an array')
-  if (raw.length === 0) throw invalidParam('messages', 'messages must contain at least one message')
-  if (raw.length > max) throw invalidParam('messages', `messages may contain at most ${max} messages`)
-  const out: ChatMessage[] = new Array(raw.length)
-  for (let i = 0; i < raw.length; i++) {
-    const m: unknown = raw[i]
-    if (m === null || typeof m !== 'object' || Array.isArray(m)) {
-      throw invalidParam(`messages[${i}]`, `messages[${i}] must be an object with role and content`)
-    }
-    const { role, content } = m as { role?: unknown; content?: unknown }
-    if (typeof role !== 'string' || !ROLES.has(role)) {
-      throw invalidParam(`messages[${i}].role`, `messages[${i}].role must be one of system, user, assistant`)
-    }
-    if (typeof content !== 'string') {
-      throw invalidParam(`messages[${i}].content`, `messages[${i}].content must be a string`)
-    }
-    out[i] = { role: role as Role, content }
-  }
-  return out
+function positiveInteger(body: Record<string, unknown>, field: string): number | undefined {
+  const v = body[field]
+  if (v === undefined || v === null) return undefined
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) throw invalidParam(field, `${field} must be a positive integer`)
+  return v
 }
 
 function optionalBoolean(body: Record<string, unknown>, field: string): boolean | undefined {

@@ -5,17 +5,25 @@
  * rendered retrieval block.
  *
  * Priority, each step filling what the previous left:
- *   1. the request's own messages and the reply reserve (must fit, else 400 context_length_exceeded);
+ *   1. the request's own messages, its tool definitions and the reply reserve (must fit, else 400
+ *      context_length_exceeded);
  *   2. retrieved chunks, best first, within their budget;
- *   3. history, newest first, whole user/assistant pairs, up to maxHistoryMessages;
+ *   3. history, newest first, whole units (an assistant message with tool calls and all of its results is one unit;
+ *      units that cannot be sent as they are, an unanswered call or an orphaned result, are skipped), starting at a
+ *      user message, up to maxHistoryMessages;
  *      (3b. when the history does not fit and `recall` is given: part of its room for recalled older turns.)
- * Order sent: request system, retrieved context, recalled turns, history oldest first, request others.
+ * Order sent: request system/developer, history oldest first, recalled turns, retrieved context, request others.
+ * What is the same from one turn of a session to the next comes first and what changes per request last, so
+ * consecutive prompts share a prefix providers can cache; the per-request messages go right before the request's own
+ * messages, which begin with a whole unit (planner: a request carrying tool results starts with their call), so
+ * nothing is ever inserted inside a unit.
  *
  * Exactness: the chat encodings frame every message independently, so a chat's count is chatOverhead plus the sum of
  * its messages' counts; `totalTokens` is that sum for exactly the messages returned.
  */
 import { gatewayError } from '../errors.js'
 import type { StoredMessage } from '../storage/session-repo.js'
+import { toolUnits } from '../messages/pairing.js'
 import type { ChatMessage, Tokens } from '../types.js'
 
 export interface RetrievalInput {
@@ -64,8 +72,10 @@ export interface RecalledBlock {
 export interface PackInput {
   /** Usable window (after the vendor margin and learned correction). */
   window: Tokens
-  /** Room kept for the reply: max_tokens or the configured default. */
+  /** Room kept for the reply: max_completion_tokens, max_tokens or the configured default. */
   reserve: Tokens
+  /** What else the request adds to the prompt besides messages: its tool definitions. Default 0. */
+  extraTokens?: Tokens
   /** The request's system messages: always kept, first. */
   requestSystem: readonly ChatMessage[]
   /** The request's other messages: always kept, last. */
@@ -87,7 +97,7 @@ export interface PackInput {
 }
 
 export interface PackResult {
-  /** Request system, retrieved context (if any), recalled turns (if any), history oldest first, request others. */
+  /** Request system, history oldest first, recalled turns (if any), retrieved context (if any), request others. */
   messages: ChatMessage[]
   /** Exact count of `messages`: chatOverhead + Σ message tokens. */
   totalTokens: Tokens
@@ -106,15 +116,17 @@ const RECALL_ROUNDS = 3
 
 export function pack(input: PackInput): PackResult {
   const { window, reserve, messageTokens } = input
+  const extra = input.extraTokens ?? 0
   const requestTokens =
-    input.chatOverhead + sum(input.requestSystem, messageTokens) + sum(input.requestOther, messageTokens)
+    input.chatOverhead + extra + sum(input.requestSystem, messageTokens) + sum(input.requestOther, messageTokens)
   if (requestTokens + reserve > window) {
+    const tools = extra > 0 ? ` (${extra} of them the tool definitions)` : ''
     throw gatewayError('context_length_exceeded', {
       param: 'messages',
       message:
-        `This model's context window allows ${window} tokens, but the request's messages take ${requestTokens} ` +
-        `and ${reserve} are reserved for the reply (max_tokens): ${requestTokens + reserve} in total. ` +
-        'Shorten the messages or lower max_tokens.',
+        `This model's context window allows ${window} tokens, but the request's messages take ${requestTokens}` +
+        `${tools} and ${reserve} are reserved for the reply (max_completion_tokens or max_tokens): ` +
+        `${requestTokens + reserve} in total. Shorten the messages or lower max_completion_tokens.`,
     })
   }
   let room = window - reserve - requestTokens
@@ -126,14 +138,16 @@ export function pack(input: PackInput): PackResult {
 
   const limit = Math.max(0, Math.floor(input.maxHistoryMessages))
   const history = input.history
+  const units = sendableUnits(history)
   const older = Math.max(0, input.olderMessages ?? 0)
-  let recent = newestFirst(history, room, limit, input.historyMessageTokens)
+  const newest = (r: Tokens): Recent => newestFirst(history, units, r, limit, input.historyMessageTokens)
+  let recent = newest(room)
   let recalled: (RecalledBlock & { tokens: Tokens }) | undefined
   if (recent.cut || older > 0) {
     truncated = true
     if (input.recall !== undefined) {
       const share = Math.min(1, Math.max(0, input.recall.recentShare))
-      const split = newestFirst(history, Math.floor(room * share), limit, input.historyMessageTokens)
+      const split = newest(Math.floor(room * share))
       recalled = selectRecall(input.recall, history, split, room - split.tokens, messageTokens)
       // Nothing recalled: the newest turns keep the whole room rather than leave it empty.
       if (recalled !== undefined) recent = split
@@ -143,7 +157,7 @@ export function pack(input: PackInput): PackResult {
         // only grow (wider.tokens ≤ room − first block), so it keeps at least what it had.
         // A few rounds: each re-selection may free a little more (turns now recent leave the block).
         for (let round = 0; round < RECALL_ROUNDS && room - recent.tokens - recalled.tokens > 0; round++) {
-          const wider = newestFirst(history, room - recalled.tokens, limit, input.historyMessageTokens)
+          const wider = newest(room - recalled.tokens)
           if (wider.start >= recent.start) break
           const again = selectRecall(input.recall, history, wider, room - wider.tokens, messageTokens)
           if (again === undefined) break
@@ -154,25 +168,22 @@ export function pack(input: PackInput): PackResult {
         const first = history[0]?.seq ?? Infinity
         const seqs = recalled.seqs ?? []
         const recalledInHistory = seqs.filter((s) => s >= first).length
-        const leftOut = recent.start - recalledInHistory + older - (seqs.length - recalledInHistory)
+        const leftOut = history.length - recent.count - recalledInHistory + older - (seqs.length - recalledInHistory)
         truncated = leftOut > 0 || (chunks?.selected.length ?? 0) < (input.retrieval?.candidates.length ?? 0)
       }
     }
   }
 
   const messages: ChatMessage[] = [...input.requestSystem]
-  if (chunks !== undefined) messages.push(chunks.message)
+  for (const i of recent.indexes) messages.push((history[i] as StoredMessage).message)
   if (recalled !== undefined) messages.push(recalled.message)
-  for (let i = recent.start; i < history.length; i++) {
-    const m = history[i]
-    if (m !== undefined) messages.push(wireMessage(m))
-  }
+  if (chunks !== undefined) messages.push(chunks.message)
   messages.push(...input.requestOther)
 
   return {
     messages,
     totalTokens: requestTokens + (chunks?.tokens ?? 0) + (recalled?.tokens ?? 0) + recent.tokens,
-    includedHistory: history.length - recent.start,
+    includedHistory: recent.count,
     includedChunks: chunks?.selected.length ?? 0,
     selectedChunks: chunks?.selected ?? [],
     recalledMessages: recalled?.messages ?? 0,
@@ -212,41 +223,77 @@ function selectChunks(
 }
 
 interface Recent {
+  /** History indexes included, ascending. */
+  indexes: number[]
   /** Index in history of the oldest included message (history.length when none). */
   start: number
+  count: number
   tokens: Tokens
   /** Older messages were left out for the room or the count limit. */
   cut: boolean
 }
 
+interface Unit {
+  start: number
+  end: number
+  /** Can be sent as it is: not an unanswered call, not an orphaned result. */
+  complete: boolean
+  /** Opens with a user message: where a kept window may begin. */
+  user: boolean
+}
+
+/** The history cut into units (messages/pairing.ts), each marked with whether a kept window may begin at it. */
+function sendableUnits(history: readonly StoredMessage[]): Unit[] {
+  return toolUnits(history).map((u) => ({ ...u, user: history[u.start]?.role === 'user' }))
+}
+
 /**
- * The newest messages that fit `room` and `limit`, then trimmed to open with a user turn. The trim is what keeps
- * pairs whole: a suffix can only cut a user/assistant pair by starting at its assistant reply, which is dropped
- * (the budget freed by a dropped reply is not reused for older turns, which would leave a gap). It also covers
- * replies whose question is not stored (pruned, or a conversation that opened with a greeting): sent first they
- * would answer nothing, and some providers reject a conversation whose first non-system turn is the assistant's.
+ * The newest whole units that fit `room` and `limit`, then trimmed to open with a user message. Units that cannot be
+ * sent (an assistant's calls the client never answered, a result whose call was pruned) are passed over, never sent:
+ * OpenAI answers such a prompt with 400 and other providers misread it. The trim keeps turns whole: a suffix can
+ * only cut a user turn by starting at its reply, which is dropped (the budget freed by a dropped reply is not reused
+ * for older turns, which would leave a gap). It also covers replies whose question is not stored (pruned, or a
+ * conversation that opened with a greeting): sent first they would answer nothing, and some providers reject a
+ * conversation whose first non-system turn is the assistant's.
  */
 function newestFirst(
   history: readonly StoredMessage[],
+  units: readonly Unit[],
   room: Tokens,
   limit: number,
   tokensOf: (m: StoredMessage) => Tokens,
 ): Recent {
-  let start = history.length
+  const kept: Array<{ u: Unit; tokens: Tokens }> = []
   let tokens = 0
+  let count = 0
   let cut = false
-  for (let m = history[start - 1]; m !== undefined; m = history[start - 1]) {
-    const t = tokensOf(m)
-    if (history.length - start >= limit || tokens + t > room) {
-      // A loss only if something sendable was left: lone assistant turns before any user turn would be trimmed anyway.
-      cut = history.slice(0, start).some((h) => h.role === 'user')
+  let k = units.length - 1
+  for (; k >= 0; k--) {
+    const u = units[k] as Unit
+    if (!u.complete) continue
+    let t = 0
+    for (let i = u.start; i < u.end; i++) t += tokensOf(history[i] as StoredMessage)
+    if (count + (u.end - u.start) > limit || tokens + t > room) {
+      // A loss only if something sendable was left: units before any user message would be trimmed anyway.
+      cut = units.slice(0, k + 1).some((x) => x.user)
       break
     }
+    kept.push({ u, tokens: t })
     tokens += t
-    start--
+    count += u.end - u.start
   }
-  for (let first = history[start]; first?.role === 'assistant'; first = history[++start]) tokens -= tokensOf(first)
-  return { start, tokens, cut }
+  // Open with a user message.
+  while (kept.length > 0 && !(kept.at(-1) as { u: Unit }).u.user) {
+    const dropped = kept.pop() as { u: Unit; tokens: Tokens }
+    tokens -= dropped.tokens
+    count -= dropped.u.end - dropped.u.start
+  }
+  const indexes: number[] = []
+  for (let j = kept.length - 1; j >= 0; j--) {
+    const u = (kept[j] as { u: Unit }).u
+    for (let i = u.start; i < u.end; i++) indexes.push(i)
+  }
+  return { indexes, start: indexes[0] ?? history.length, count, tokens, cut }
 }
 
 function selectRecall(
@@ -258,10 +305,7 @@ function selectRecall(
 ): (RecalledBlock & { tokens: Tokens }) | undefined {
   if (room <= 0) return undefined
   const seqs = new Set<number>()
-  for (let i = recent.start; i < history.length; i++) {
-    const m = history[i]
-    if (m !== undefined) seqs.add(m.seq)
-  }
+  for (const i of recent.indexes) seqs.add((history[i] as StoredMessage).seq)
   const picked = recall.select({ room, recent: seqs, oldestRecentSeq: history[recent.start]?.seq })
   if (picked === undefined || picked.messages <= 0) return undefined
   const tokens = picked.tokens ?? messageTokens(picked.message)
@@ -272,17 +316,4 @@ function sum<T>(items: readonly T[], tokensOf: (m: T) => Tokens): Tokens {
   let total = 0
   for (const m of items) total += tokensOf(m)
   return total
-}
-
-/**
- * A history message as sent: only its role and content. History entries are frozen and shared by every request (the
- * session cache's), so their copy is made once and frozen too; the upstream body then finds its JSON already made
- * (chat/upstream-body.ts) instead of serialising the whole history on every turn.
- */
-const wire = new WeakMap<StoredMessage, ChatMessage>()
-function wireMessage(m: StoredMessage): ChatMessage {
-  if (!Object.isFrozen(m)) return { role: m.role, content: m.content }
-  let w = wire.get(m)
-  if (w === undefined) wire.set(m, (w = Object.freeze({ role: m.role, content: m.content })))
-  return w
 }

@@ -16,6 +16,7 @@ import { LRUCache } from 'lru-cache'
 import * as cl100k from 'gpt-tokenizer/encoding/cl100k_base'
 import * as o200k from 'gpt-tokenizer/encoding/o200k_base'
 import type { ChatMessage, Role, Tokens } from '../types.js'
+import { contentTokens, toolsTokens, type MediaEstimates } from './message-tokens.js'
 import { boundedCount } from './bounded-count.js'
 import { countO200k } from './token-count.js'
 
@@ -30,7 +31,7 @@ export const STORED_ENCODING: EncodingName = 'o200k_base'
  */
 const AS_TEXT = { disallowedSpecial: new Set<string>() }
 
-const ROLES: readonly Role[] = ['system', 'user', 'assistant']
+const ROLES: readonly Role[] = ['developer', 'system', 'user', 'assistant', 'tool', 'function']
 
 /** How one family of models turns a chat into tokens. */
 interface Scheme {
@@ -94,6 +95,8 @@ export interface TokenCounterOptions {
   /** Distinct model ids whose resolution and learned correction are kept (least recently used evicted). Default 1000.
    */
   maxModels?: number
+  /** Tokens counted for media whose size cannot be read from the request (see message-tokens.ts). */
+  media?: Partial<MediaEstimates>
 }
 
 export class TokenCounter {
@@ -108,6 +111,7 @@ export class TokenCounter {
    * manage.
    */
   readonly #cl100kCounts = new WeakMap<object, Tokens>()
+  readonly #media: MediaEstimates
 
   constructor(opts: TokenCounterOptions) {
     const margins = new Map<string, number>()
@@ -121,6 +125,7 @@ export class TokenCounter {
     if (!Number.isInteger(max) || max < 1) throw new RangeError(`maxModels must be a positive integer, got ${max}`)
     this.#models = new LRUCache({ max })
     this.#ratios = new LRUCache({ max })
+    this.#media = { image: opts.media?.image ?? 765, file: opts.media?.file ?? 1000 }
   }
 
   /** Which encoding a model id maps to (an `openai/` prefix is ignored; every other vendor gets o200k). */
@@ -133,30 +138,47 @@ export class TokenCounter {
     return (model === undefined ? O200K : this.#info(model).scheme).count(text)
   }
 
-  /** Tokens one message adds to a chat: its content plus the per-message framing for this model's chat format. */
+  /**
+   * Tokens one message adds to a chat: the per-message framing for this model's chat format plus everything the
+   * message carries (message-tokens.ts). For a plain string message this is exactly what encodeChat counts.
+   */
   messageTokens(m: ChatMessage, model: string): Tokens {
     const s = this.#info(model).scheme
-    return s.framing[m.role] + s.count(m.content)
+    return s.framing[m.role] + contentTokens(m, s.count, this.#media)
   }
 
-  /** Same, from an already known content count (same encoding as the model's): no tokenizing at all. */
+  /** A message's tokens without framing, in the stored encoding (o200k): stored with each saved message. */
+  storedContentTokens(m: ChatMessage): Tokens {
+    return contentTokens(m, O200K.count, this.#media)
+  }
+
+  /** Same as messageTokens, from an already known content count (same encoding as the model's): no tokenizing. */
   messageTokensFromContent(role: Role, contentTokens: Tokens, model: string): Tokens {
     return this.#info(model).scheme.framing[role] + contentTokens
   }
 
   /**
-   * A stored message's tokens for this model, from the content count stored at write time (o200k). Only for the
-   * older cl100k OpenAI models is the content counted again (once per message object).
+   * A stored message's tokens for this model, from the count stored at write time (o200k). Only for the older
+   * cl100k OpenAI models is the message counted again (once per message object).
    */
-  storedMessageTokens(m: { role: Role; content: string; tokens: Tokens }, model: string): Tokens {
+  storedMessageTokens(m: { role: Role; message: ChatMessage; tokens: Tokens }, model: string): Tokens {
     const s = this.#info(model).scheme
     if (s.encoding === STORED_ENCODING) return s.framing[m.role] + m.tokens
     let content = this.#cl100kCounts.get(m)
     if (content === undefined) {
-      content = s.count(m.content)
+      content = contentTokens(m.message, s.count, this.#media)
       this.#cl100kCounts.set(m, content)
     }
     return s.framing[m.role] + content
+  }
+
+  /**
+   * Tokens the request's tool definitions add to the prompt (OpenAI cookbook's rules for function definitions; 0
+   * without tools).
+   */
+  toolsTokens(tools: unknown, model: string): Tokens {
+    const s = this.#info(model).scheme
+    return toolsTokens(tools, s.count, s.encoding === 'o200k_base' ? 7 : 10)
   }
 
   /** Added once per chat: the reply priming (`<|im_start|>assistant<|im_sep|>`). */
@@ -168,7 +190,7 @@ export class TokenCounter {
   chatTokens(messages: readonly ChatMessage[], model: string): Tokens {
     const s = this.#info(model).scheme
     let total = s.overhead
-    for (const m of messages) total += s.framing[m.role] + s.count(m.content)
+    for (const m of messages) total += s.framing[m.role] + contentTokens(m, s.count, this.#media)
     return total
   }
 

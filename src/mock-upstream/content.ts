@@ -34,6 +34,55 @@ export function lastUserText(messages: unknown[]): string {
   return ''
 }
 
+/**
+ * OpenAI's pairing rule, checked as OpenAI does (its texts, typo included): tool messages answer the tool_calls of the
+ * assistant message right before them, and every call is answered. Written here on its own, not shared with the
+ * gateway, so the gateway's implementation is tested against an independent one.
+ */
+export function pairingError(messages: unknown[]): { message: string; param: string } | undefined {
+  let open: Set<string> | undefined
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i]
+    if (!isObject(m)) continue
+    if (m.role === 'tool') {
+      if (open === undefined)
+        return { param: `messages.[${i}].role`, message: "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'." }
+      const id = String(m.tool_call_id)
+      if (!open.delete(id)) return { param: `messages.[${i}].tool_call_id`, message: `Invalid parameter: 'tool_call_id' of '${id}' not found in 'tool_calls' of previous message.` }
+      continue
+    }
+    if (open !== undefined && open.size > 0) return unanswered(open)
+    open = undefined
+    if (m.role === 'assistant' && Array.isArray(m.tool_calls) && m.tool_calls.length > 0)
+      open = new Set(m.tool_calls.map((c) => String(isObject(c) ? c.id : '')))
+  }
+  return open !== undefined && open.size > 0 ? unanswered(open) : undefined
+}
+
+function unanswered(ids: Set<string>): { message: string; param: string } {
+  return {
+    param: 'messages',
+    message: `An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: ${[...ids].join(', ')}`,
+  }
+}
+
+/** The call the mock makes by default: the first function tool, with arguments made up from its parameter schema. */
+export function defaultToolCall(body: Record<string, unknown>, messages: unknown[]): { name: string; arguments: string } | undefined {
+  if (!Array.isArray(body.tools) || body.tools.length === 0 || body.tool_choice === 'none') return undefined
+  const last = messages.at(-1)
+  if (isObject(last) && last.role === 'tool') return undefined
+  const tool = body.tools.find((t) => isObject(t) && t.type === 'function' && isObject(t.function))
+  const fn = isObject(tool) && isObject(tool.function) ? tool.function : undefined
+  if (fn === undefined || typeof fn.name !== 'string') return undefined
+  const args: Record<string, unknown> = {}
+  const props = isObject(fn.parameters) && isObject(fn.parameters.properties) ? fn.parameters.properties : {}
+  for (const [k, v] of Object.entries(props)) {
+    const type = isObject(v) ? v.type : undefined
+    args[k] = type === 'number' || type === 'integer' ? 1 : type === 'boolean' ? true : lastUserText(messages).slice(0, 40) || 'x'
+  }
+  return { name: fn.name, arguments: JSON.stringify(args) }
+}
+
 /** String content as is; OpenAI content parts by their text. */
 function contentText(c: unknown): string {
   if (typeof c === 'string') return c

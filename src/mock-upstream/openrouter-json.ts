@@ -10,6 +10,8 @@ import type { Json, MockBehaviour, MockModel } from './types.js'
 /** One generated reply: what its JSON body and its stream chunks are made from. */
 export interface Generation {
   text: string
+  /** Tool calls made instead of text (finish_reason "tool_calls"). */
+  toolCalls?: Array<{ id: string; name: string; arguments: string }>
   /** Fields every body and chunk of this generation starts with. */
   head: { id: string; provider: string; model: string; created: number }
   usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number }
@@ -69,9 +71,17 @@ export function completionBody(g: Generation, b: MockBehaviour): string {
       {
         index: 0,
         logprobs: null,
-        finish_reason: 'stop',
-        native_finish_reason: 'stop',
-        message: { role: 'assistant', content: g.text, refusal: null, reasoning: null },
+        finish_reason: g.toolCalls ? 'tool_calls' : 'stop',
+        native_finish_reason: g.toolCalls ? 'tool_calls' : 'stop',
+        message: g.toolCalls
+          ? {
+              role: 'assistant',
+              content: null,
+              refusal: null,
+              reasoning: null,
+              tool_calls: g.toolCalls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } })),
+            }
+          : { role: 'assistant', content: g.text, refusal: null, reasoning: null },
       },
     ],
     ...(b.usage === false ? {} : { usage: g.usage }),

@@ -32,6 +32,20 @@ export async function streamReply(
     return void res.end()
   }
   await send(chunk(delta({ role: 'assistant', content: '' }, null)))
+  if (r.toolCalls) {
+    // As OpenAI streams them: the first fragment of a call carries id, type, name and empty arguments; then pieces of
+    // the arguments by index.
+    for (const [index, c] of r.toolCalls.entries()) {
+      const first = { index, id: c.id, type: 'function', function: { name: c.name, arguments: '' } }
+      await send(chunk(delta({ role: 'assistant', content: null, tool_calls: [first] }, null)))
+      for (const piece of splitCodePoints(c.arguments, b.chunkChars ?? 4))
+        await send(chunk(delta({ tool_calls: [{ index, function: { arguments: piece } }] }, null)))
+    }
+    await send(chunk(delta({}, 'tool_calls')))
+    if (b.usage !== false) await send(chunk([], { usage: r.usage }))
+    await send(`data: [DONE]${nl}${nl}`)
+    return void res.end()
+  }
   const pieces = splitCodePoints(r.text, b.chunkChars ?? 4)
   const stopAt = b.midStreamError ? Math.min(b.midStreamError.afterChunks, pieces.length) : pieces.length
   for (let i = 0; i < Math.max(1, stopAt); i++) {

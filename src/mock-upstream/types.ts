@@ -4,6 +4,12 @@ import type { Clock, Ms } from '../types.js'
 export interface MockBehaviour {
   /** Assistant text; default `Echo: <last user message, first 200 chars>` (or `replyTokens` generated words). */
   reply?: string
+  /**
+   * Answer with these tool calls instead of text. By default the mock calls the request's first function tool when it
+   * has `tools` (and `tool_choice` is not "none") and its last message is not a tool result; `toolCalls: []` turns
+   * that off.
+   */
+  toolCalls?: Array<{ name: string; arguments: string }>
   /** Non-2xx: answer with OpenRouter's error body `{"error":{"code":status,"message",metadata}}` and that status. */
   status?: number
   errorMessage?: string

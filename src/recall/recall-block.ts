@@ -18,7 +18,7 @@
  * the content's count is the sum of its pieces' counts, and the caller can count it from stored line counts without
  * tokenizing the turns again. Encodings where that does not hold pass `whole`.
  */
-import type { Tokens } from '../types.js'
+import type { Role, Tokens } from '../types.js'
 import { fenceFor } from '../context/fence.js'
 
 /** Context recalled with each hit: its user/assistant partner ('pair'), both adjacent turns, or none. */
@@ -27,7 +27,8 @@ export type Neighbours = 'pair' | 'both' | 'none'
 /** A turn that may be recalled: a hit or a neighbour of one. */
 export interface RecallTurn {
   seq: number
-  role: 'user' | 'assistant'
+  role: Role
+  /** What it says (stored messages' `text`: tool calls as `name(arguments)`, media as markers). */
   content: string
   createdAt: number
   /** o200k tokens of its rendered line. */
@@ -61,14 +62,14 @@ export const RECALL_PREAMBLE =
 const PLAIN_FENCE = '```'
 const DAY_MS = 86_400_000
 
-export function recallTurn(m: { seq: number; role: 'user' | 'assistant'; content: string; createdAt: number }, line: Tokens): RecallTurn {
+export function recallTurn(m: { seq: number; role: Role; text: string; createdAt: number }, line: Tokens): RecallTurn {
   return {
     seq: m.seq,
     role: m.role,
-    content: m.content,
+    content: m.text,
     createdAt: m.createdAt,
     line,
-    fence: m.content.includes('`') ? fenceFor(m.content) : PLAIN_FENCE,
+    fence: m.text.includes('`') ? fenceFor(m.text) : PLAIN_FENCE,
     day: Math.floor(m.createdAt / DAY_MS),
   }
 }

@@ -29,6 +29,7 @@ import { IndexRecords } from '../storage/file-repo.js'
 import type { AfterCommit, SessionRepo, StoredMessage } from '../storage/session-repo.js'
 import type { Key, Store } from '../storage/store.js'
 import type { ChatMessage, Tokens } from '../types.js'
+import { messageText } from '../messages/text.js'
 import type { ScoredLabel } from '../retrieval/bm25.js'
 import type { Embedder } from '../retrieval/embedder.js'
 import { reciprocalRankFusion } from '../retrieval/fusion.js'
@@ -188,7 +189,7 @@ export class SessionRecall {
           const messages = sessions.messagesAt(owner.tenant, owner.sessionId, labels.keys())
           for (const [seq, label] of labels) {
             const m = messages.get(seq)
-            if (m !== undefined) yield { label, ref: [seq], text: m.content }
+            if (m !== undefined) yield { label, ref: [seq], text: m.text }
           }
         },
       },
@@ -235,7 +236,7 @@ export class SessionRecall {
       if (line === undefined) {
         const doc = this.#store.meta.get(docKey(ns, seq)) as RecallDoc | undefined
         // A turn never indexed (saved while recall was off) can still be a neighbour: count its line now.
-        line = doc?.line ?? this.#counter.textTokens(renderLine(m.role, m.content))
+        line = doc?.line ?? this.#counter.textTokens(renderLine(m.role, m.text))
         lines.set(seq, line)
       }
       turns.set(seq, recallTurn(m, line))
@@ -319,9 +320,10 @@ export class SessionRecall {
   }
 
   async #prepare(messages: readonly ChatMessage[]): Promise<Prepared | undefined> {
+    const texts = messages.map(messageText)
     let vectors: Float32Array[]
     try {
-      vectors = await this.#embedder.embed(messages.map((m) => m.content))
+      vectors = await this.#embedder.embed(texts)
     } catch (err) {
       this.#onError(err, 'embedding saved messages for recall (they are saved but not recallable)')
       return undefined
@@ -331,7 +333,7 @@ export class SessionRecall {
       this.#onError(new Error(`${vectors.length} vectors for ${messages.length} messages`), 'embedding saved messages for recall')
       return undefined
     }
-    return { vectors, lines: messages.map((m) => this.#counter.textTokens(renderLine(m.role, m.content))) }
+    return { vectors, lines: messages.map((m, i) => this.#counter.textTokens(renderLine(m.role, texts[i] as string))) }
   }
 
   /** Inside the append transaction. */
@@ -363,16 +365,17 @@ export class SessionRecall {
       })
     }
     if (prepared !== undefined) {
-      const gone = new Set(pruned.map((m) => m.seq))
+      // Saved and pruned at once (the session's limit) is the same object; a rewind's replaced messages are others.
+      const gone = new Set<StoredMessage>(pruned)
       // A message without index terms has a zero vector, which the cosine graph cannot place: it stays unindexed.
       const docs = saved
         .map((m, i) => ({ m, vector: prepared.vectors[i] as Float32Array, line: prepared.lines[i] as Tokens }))
-        .filter((d) => !gone.has(d.m.seq) && !isZero(d.vector))
+        .filter((d) => !gone.has(d.m) && !isZero(d.vector))
       if (docs.length > 0) {
         if (meta.get(ownerKey(ns)) === undefined) meta.put(ownerKey(ns), { tenant, sessionId } satisfies Owner)
         const change = this.#records.addInTxn(ns, docs.map((d) => d.vector), this.#embedder.id, () => undefined)
         docs.forEach((d, i) => meta.put(docKey(ns, d.m.seq), { label: change.labels[i] as number, line: d.line } satisfies RecallDoc))
-        const indexed = docs.map((d, i) => ({ label: change.labels[i] as number, ref: [d.m.seq], text: d.m.content, vector: d.vector }))
+        const indexed = docs.map((d, i) => ({ label: change.labels[i] as number, ref: [d.m.seq], text: d.m.text, vector: d.vector }))
         steps.push(() => this.#index.applyAdd(ns, change.fromVersion, change.meta, indexed))
       }
     }

@@ -59,7 +59,8 @@ export function sessionRoutes(sessions: SessionRepo, opts: { maxSessionIdLength:
     sendJson(ctx.res, 200, {
       id,
       object: 'session',
-      messages: messages.map((m) => ({ role: m.role, content: m.content, created_at: seconds(m.createdAt) })),
+      // Each message as the client will see it next time (tool calls, parts, reasoning), plus when it was saved.
+      messages: messages.map((m) => ({ ...m.message, created_at: seconds(m.createdAt) })),
       created_at: seconds(info.createdAt),
       updated_at: seconds(info.updatedAt),
     })

@@ -2,7 +2,11 @@
  * Conversation memory: sessions and their messages in LMDB, scoped by tenant.
  *
  *   sessions  [tenant, sessionId]       → { createdAt, updatedAt, nextSeq, count }
- *   messages  [tenant, sessionId, seq]  → { role, content, tokens, createdAt }
+ *   messages  [tenant, sessionId, seq]  → { message, tokens, createdAt }
+ *
+ * `message` is the OpenAI message exactly as the client will see it next time (tool calls, tool results, content
+ * parts, refusals, reasoning details). Records written before agent messages existed, `{ role, content, tokens,
+ * createdAt }`, are read as `{ role, content }` messages: no migration.
  *
  * Seqs are assigned inside the write transaction from the session record, so concurrent appends to one session never
  * collide; they are contiguous (appends at the tail, pruning at the head), so a session's messages are exactly
@@ -19,14 +23,18 @@
 import { LRUCache } from 'lru-cache'
 import { invalidParam } from '../errors.js'
 import type { TokenCounter } from '../context/tokenizer.js'
-import type { Bytes, ChatMessage, Clock, Tokens } from '../types.js'
+import { messageText } from '../messages/text.js'
+import type { Bytes, ChatMessage, Clock, Role, Tokens } from '../types.js'
 import type { Store } from './store.js'
 
 export interface StoredMessage {
   readonly seq: number
-  readonly role: 'user' | 'assistant'
-  readonly content: string
-  /** Content tokens in the stored encoding (o200k), counted once at write time. */
+  readonly role: Role
+  /** The message as saved (frozen, shared by every request that reads it). */
+  readonly message: ChatMessage
+  /** What it says as text (messages/text.ts): what recall indexes and renders. */
+  readonly text: string
+  /** Tokens of everything but the framing, in the stored encoding (o200k), counted once at write time. */
   readonly tokens: Tokens
   /** Epoch ms. */
   readonly createdAt: number
@@ -88,11 +96,13 @@ interface SessionRecord {
 }
 
 interface MessageRecord {
-  role: 'user' | 'assistant'
-  content: string
+  message: ChatMessage
   tokens: Tokens
   createdAt: number
 }
+
+/** Roles saved in a session: a request's system and developer messages are its own, never history. */
+const STORED_ROLES: ReadonlySet<Role> = new Set<Role>(['user', 'assistant', 'tool', 'function'])
 
 /** The newest messages of one session, oldest first; `complete` when nothing older exists. */
 interface CacheEntry {
@@ -214,36 +224,58 @@ export class SessionRepo {
   }
 
   /**
-   * Save one exchange (the request's non-system messages and the reply) in one transaction; resolves once it is
+   * Save one exchange (the request's new non-system messages and the reply) in one transaction; resolves once it is
    * committed and flushed. Creates the session; prunes the oldest messages beyond the limit. Hooks with a `prepare`
    * step get it run first (a failing prepare saves nothing); their after-commit callbacks run once it is durable.
+   *
+   * `replaceFrom`: a client that edited or regenerated an earlier turn (chat/resent-history.ts) continues the session
+   * from that seq: the stored messages from it on are removed in the same transaction (hooks see them as pruned).
    */
-  async appendExchange(tenant: string, sessionId: string, messages: readonly ChatMessage[]): Promise<StoredMessage[]> {
+  async appendExchange(
+    tenant: string,
+    sessionId: string,
+    messages: readonly ChatMessage[],
+    opts: { replaceFrom?: number } = {},
+  ): Promise<StoredMessage[]> {
     checkSessionId(tenant, sessionId)
     if (messages.length === 0) return []
     const now = this.#clock()
     // Tokenize before the transaction: it holds the single write lock.
     const records: MessageRecord[] = messages.map((m) => {
-      if (m.role !== 'user' && m.role !== 'assistant')
-        throw new TypeError(`only user and assistant messages are stored, got "${m.role}"`)
-      return { role: m.role, content: m.content, tokens: this.#counter.textTokens(m.content), createdAt: now }
+      if (!STORED_ROLES.has(m.role)) throw new TypeError(`${m.role} messages are not stored in sessions`)
+      return { message: m, tokens: this.#counter.storedContentTokens(m), createdAt: now }
     })
+    const replaceFrom = opts.replaceFrom
     const { messages: db, sessions } = this.#store
     const hooks = this.#appendHooks
     const prepared = await Promise.all(hooks.map((h) => h.prepare?.(tenant, sessionId, messages)))
 
     const { saved, pruned, after } = await this.#write(() => {
       const rec = this.#record(tenant, sessionId) ?? { createdAt: now, updatedAt: now, nextSeq: 0, count: 0 }
+      const pruned: StoredMessage[] = []
+      if (replaceFrom !== undefined) {
+        // From the tail back to `replaceFrom`; seqs stay contiguous because the new messages take the freed ones.
+        const from = Math.max(replaceFrom, rec.nextSeq - rec.count)
+        for (let seq = from; seq < rec.nextSeq; seq++) {
+          const old = db.get([tenant, sessionId, seq])
+          if (old !== undefined) pruned.push(stored(seq, asMessageRecord(old)))
+          db.remove([tenant, sessionId, seq])
+        }
+        rec.count -= Math.max(0, rec.nextSeq - from)
+        rec.nextSeq = Math.min(rec.nextSeq, from)
+      }
       const saved = records.map((r, i) => stored(rec.nextSeq + i, r))
       for (const [i, r] of records.entries()) db.put([tenant, sessionId, rec.nextSeq + i], r)
       rec.nextSeq += records.length
       rec.count += records.length
       rec.updatedAt = Math.max(rec.updatedAt, now)
 
-      const pruned: StoredMessage[] = []
+      const firstSaved = saved[0]?.seq ?? Infinity
       for (let seq = rec.nextSeq - rec.count; rec.count > this.#max; seq++, rec.count--) {
-        const old = db.get([tenant, sessionId, seq])
-        if (old !== undefined) pruned.push(stored(seq, asMessageRecord(old)))
+        // A message of this very exchange pruned at once is passed as the same object hooks get in `saved`, so they
+        // can tell it from a replaced message (a rewind) whose seq a saved one took over.
+        const old = seq >= firstSaved ? saved[seq - firstSaved] : db.get([tenant, sessionId, seq])
+        if (old !== undefined) pruned.push(seq >= firstSaved ? (old as StoredMessage) : stored(seq, asMessageRecord(old)))
         db.remove([tenant, sessionId, seq])
       }
       sessions.put([tenant, sessionId], rec)
@@ -254,7 +286,8 @@ export class SessionRepo {
       }
       return { saved, pruned, after }
     })
-    this.#patchCache(cacheKey(tenant, sessionId), saved, pruned)
+    if (replaceFrom === undefined) this.#patchCache(cacheKey(tenant, sessionId), saved, pruned)
+    else this.#cache?.delete(cacheKey(tenant, sessionId))
     for (const done of after) done()
     return saved
   }
@@ -398,13 +431,36 @@ function tail<T>(items: T[], limit: number): T[] {
  */
 function sizeOf(messages: readonly StoredMessage[]): Bytes {
   let bytes = 0
-  for (const m of messages) bytes += m.content.length * 4 + MESSAGE_FIXED_BYTES
+  for (const m of messages) bytes += chars.get(m) ?? 0
   return bytes
 }
 
+/** sizeOf's figure per message, made once when the message is decoded. */
+const chars = new WeakMap<StoredMessage, Bytes>()
+
+/** A stored message as reads return it (frozen, its text made): for callers that build histories themselves. */
+export function storedMessage(seq: number, message: ChatMessage, tokens: Tokens, createdAt: number): StoredMessage {
+  return stored(seq, { message, tokens, createdAt })
+}
+
 function stored(seq: number, r: MessageRecord): StoredMessage {
-  // Frozen: the same objects are handed out from the cache to every request.
-  return Object.freeze({ seq, role: r.role, content: r.content, tokens: r.tokens, createdAt: r.createdAt })
+  // Frozen, deeply: the same objects are handed out from the cache to every request, and the message itself goes
+  // upstream as it is (its JSON made once, chat/upstream-body.ts).
+  const message = deepFreeze(r.message)
+  const text = messageText(message)
+  const m = Object.freeze({ seq, role: message.role, message, text, tokens: r.tokens, createdAt: r.createdAt })
+  const plain = typeof message.content === 'string' && message.tool_calls === undefined
+  // Plain text: text plus JSON of about the same size. Anything else: its JSON (images, tool calls) counted as made.
+  chars.set(m, (plain ? text.length * 4 : text.length * 2 + JSON.stringify(message).length * 2) + MESSAGE_FIXED_BYTES)
+  return m
+}
+
+function deepFreeze<T>(v: T): T {
+  if (v !== null && typeof v === 'object' && !Object.isFrozen(v)) {
+    for (const x of Object.values(v)) deepFreeze(x)
+    Object.freeze(v)
+  }
+  return v
 }
 
 function info(id: string, rec: SessionRecord): SessionInfo {
@@ -422,7 +478,13 @@ function asSessionRecord(v: unknown): SessionRecord {
 }
 
 function asMessageRecord(v: unknown): MessageRecord {
-  if (!isObject(v) || (v.role !== 'user' && v.role !== 'assistant') || typeof v.content !== 'string')
-    throw new Error('corrupt message record')
-  return { role: v.role, content: v.content, tokens: Number(v.tokens), createdAt: Number(v.createdAt) }
+  if (!isObject(v)) throw new Error('corrupt message record')
+  if (isObject(v.message) && typeof v.message.role === 'string') {
+    return { message: v.message as unknown as ChatMessage, tokens: Number(v.tokens), createdAt: Number(v.createdAt) }
+  }
+  // Written before agent messages (a role and a string).
+  if ((v.role === 'user' || v.role === 'assistant') && typeof v.content === 'string') {
+    return { message: { role: v.role, content: v.content }, tokens: Number(v.tokens), createdAt: Number(v.createdAt) }
+  }
+  throw new Error('corrupt message record')
 }
