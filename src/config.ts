@@ -100,6 +100,8 @@ export interface Config {
   redisKeyPrefix: string
   /** What a rate check does when the shared store cannot answer: the local limiter decides, or 503. */
   rateLimitOnStoreError: 'allow' | 'deny'
+  /** Processes `recallgate serve` runs on the one port (node:cluster). More than 1 needs REDIS_URL. */
+  workers: number
 }
 
 /** Defaults in one object (pino style). */
@@ -152,6 +154,7 @@ export const DEFAULTS = {
   REDIS_RETRY_MS: '1000',
   REDIS_KEY_PREFIX: 'recallgate:',
   RATE_LIMIT_ON_STORE_ERROR: 'allow',
+  WORKERS: '1',
 } as const
 
 export type Variable = keyof typeof DEFAULTS
@@ -227,6 +230,13 @@ export function loadConfig(env: Env): Config {
   if (redisUrl !== undefined && !/^rediss?:\/\/[^\s]+$/.test(redisUrl))
     throw new ConfigError('REDIS_URL', 'must be a redis:// or rediss:// URL')
 
+  const workers = int('WORKERS', 1, 256)
+  if (workers > 1 && redisUrl === undefined)
+    throw new ConfigError(
+      'WORKERS',
+      `${workers} processes need REDIS_URL: without a shared store each would enforce the whole rate limit on its own`,
+    )
+
   const recall = get('RECALL')
   if (recall !== 'on' && recall !== 'off') throw new ConfigError('RECALL', `must be "on" or "off", got "${recall}"`)
 
@@ -290,6 +300,7 @@ export function loadConfig(env: Env): Config {
     redisRetry: int('REDIS_RETRY_MS', 0, 600_000),
     redisKeyPrefix: get('REDIS_KEY_PREFIX'),
     rateLimitOnStoreError: onStoreError,
+    workers,
   }
 }
 

@@ -9,6 +9,7 @@ import { RateLimiter, type Limiter } from './auth/rate-limiter.js'
 import { SharedRateLimiter } from './auth/shared-rate-limiter.js'
 import { chatHandler } from './chat/handler.js'
 import { Planner } from './chat/planner.js'
+import { isClusterWorker, superviseWorkers } from './cluster.js'
 import { ConfigError, envWithDotenv, loadConfig, type Config } from './config.js'
 import { TokenCounter } from './context/tokenizer.js'
 import { createHttpServer, type RouteDef } from './http/server.js'
@@ -72,11 +73,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
 
   const store = openStore({ dir: config.dataDir })
   const keys = new KeyRepo(store, { now })
-  if (config.serviceKeys.size === 0 && keys.countActive() === 0) {
-    const { key, record } = await keys.create('pro', 'bootstrap')
-    const line = `recallgate: created the first service key (${record.id}, plan pro). It is shown only once: ${key}`
-    ;(opts.onBootstrapKey ?? ((l: string) => process.stderr.write(`${l}\n`)))(line)
-  }
+  await ensureFirstKey(config, keys, opts.onBootstrapKey)
   const authenticator = new Authenticator({ inlineKeys: config.serviceKeys, stored: keys })
   const localLimiter = new RateLimiter({ limits: config.rateLimits, maxKeys: config.rateLimitMaxKeys, clock })
   const readiness: ReadinessCheck[] = [{ name: 'lmdb', required: true, check: async () => void store.meta.get('schemaVersion') }]
@@ -293,6 +290,14 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   return { url, port, config, logger, metrics, store, keys, counter, close }
 }
 
+/** On a first start with no keys at all, create one (plan pro) and print it once. */
+async function ensureFirstKey(config: Config, keys: KeyRepo, onBootstrapKey?: (line: string) => void): Promise<void> {
+  if (config.serviceKeys.size > 0 || keys.countActive() > 0) return
+  const { key, record } = await keys.create('pro', 'bootstrap')
+  const line = `recallgate: created the first service key (${record.id}, plan pro). It is shown only once: ${key}`
+  ;(onBootstrapKey ?? ((l: string) => process.stderr.write(`${l}\n`)))(line)
+}
+
 function createEmbedder(config: Config): Embedder {
   if (config.embeddings === 'local') return new LocalEmbedder()
   return new OpenAICompatibleEmbedder({
@@ -302,17 +307,38 @@ function createEmbedder(config: Config): Embedder {
   })
 }
 
-/** `recallgate serve` / `npm start`: config from the environment and `.env`, SIGTERM/SIGINT for a graceful stop. */
-export async function startFromEnv(): Promise<Gateway> {
+/**
+ * `recallgate serve` / `npm start`: config from the environment and `.env` (`overrides`, from flags, win), SIGTERM/SIGINT
+ * for a graceful stop. With WORKERS > 1 this process becomes the cluster primary (cluster.ts) and never returns;
+ * each worker comes back here and starts one gateway.
+ */
+export async function startFromEnv(overrides: Record<string, string> = {}): Promise<Gateway> {
   let config: Config
   try {
-    config = loadConfig(envWithDotenv(process.env, process.cwd()))
+    config = loadConfig({ ...envWithDotenv(process.env, process.cwd()), ...overrides })
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`recallgate: invalid configuration: ${err.message}\n`)
       process.exit(2)
     }
     throw err
+  }
+  if (config.workers > 1 && !isClusterWorker()) {
+    const logger = createLogger({ level: config.logLevel })
+    const store = openStore({ dir: config.dataDir })
+    try {
+      await ensureFirstKey(config, new KeyRepo(store, { now: Date.now }))
+    } finally {
+      await store.close()
+    }
+    const code = await superviseWorkers({
+      workers: config.workers,
+      env: overrides,
+      shutdownGrace: config.shutdownGrace,
+      log: (level, msg, fields) => logger[level](fields ?? {}, msg),
+    })
+    logger.flush()
+    process.exit(code)
   }
   const gateway = await startGateway(config)
   const stop = (signal: string): void => {

@@ -31,6 +31,7 @@ const invalid: Array<[Record<string, string>, RegExp]> = [
   [{ REDIS_URL: 'http://localhost:6379' }, /^REDIS_URL: /],
   [{ RATE_LIMIT_ON_STORE_ERROR: 'maybe' }, /^RATE_LIMIT_ON_STORE_ERROR: /],
   [{ REDIS_TIMEOUT_MS: '0' }, /^REDIS_TIMEOUT_MS: /],
+  [{ WORKERS: '2' }, /^WORKERS: .*REDIS_URL/],
 ]
 for (const [env, re] of invalid) {
   t.test(`invalid ${Object.keys(env).join('+')} names the variable in one line`, async (t) => {

@@ -37,7 +37,7 @@ t.test('insert: file, chunks, vectors and meta together; labels continue across 
     embedderId: 'e1',
     check: () => {},
   })
-  t.same(a, { fromVersion: 0, meta: { embedderId: 'e1', dimension: 3, version: 1, count: 2, nextLabel: 2 }, labels: [0, 1] })
+  t.match(a, { fromVersion: 0, meta: { embedderId: 'e1', dimension: 3, version: 1, count: 2, nextLabel: 2, epoch: /^[0-9a-f]{12}$/ }, labels: [0, 1] })
   const b = await repo.insertFile({
     tenant: 't1',
     namespace: 'files:t1',
@@ -105,7 +105,7 @@ t.test('delete removes the file, its chunks and vectors only; tenants and namesp
   await put('t1', 'file-b')
   await put('t10', 'file-a') // same file id, another tenant whose id extends t1's
   const del = await repo.deleteFile('t1', 'files:t1', 'file-a')
-  t.same(del, { fromVersion: 2, meta: { embedderId: 'e1', dimension: 3, version: 3, count: 2, nextLabel: 4 }, labels: [0, 1] })
+  t.match(del, { fromVersion: 2, meta: { embedderId: 'e1', dimension: 3, version: 3, count: 2, nextLabel: 4, epoch: /^[0-9a-f]{12}$/ }, labels: [0, 1] })
   t.equal(await repo.deleteFile('t1', 'files:t1', 'file-a'), undefined, 'already gone')
   t.same(repo.listFiles('t1').map((f) => f.id), ['file-b'])
   t.same([...repo.index.vectors('files:t1')].map((v) => v.label), [2, 3])

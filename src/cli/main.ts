@@ -7,7 +7,7 @@ import { parseArgs, reportUsage, UsageError, type CommandIo } from './args.js'
 const HELP = `Usage: recallgate <command> [options]
 
 Commands:
-  serve                         run the gateway (what \`npm start\` runs); configured by environment variables
+  serve [--workers N]           run the gateway (what \`npm start\` runs); configured by environment variables
   keys create [--plan PLAN]     create a service key (printed once; only its hash is stored)
   keys list                     list keys (id, plan, created, revoked)
   keys revoke <key-id>          revoke a key by its id (key_…)
@@ -17,6 +17,13 @@ Commands:
   bench                         drive load against a running gateway (req/s, latency, time to first token)
 
 Run \`recallgate <command> --help\` for a command's options.
+`
+
+const SERVE_HELP = `Usage: recallgate serve [--workers N]
+
+Runs the gateway, configured by environment variables (README: Configuration).
+  --workers N   run N processes sharing the port (node:cluster; same as WORKERS=N). More than 1 needs REDIS_URL
+                so that rate limits are shared; see docs/scaling.md.
 `
 
 const KEYS_HELP = `Usage: recallgate keys create [--plan free|pro|premium|enterprise|unlimited] [--label TEXT]
@@ -86,8 +93,14 @@ export async function main(argv: string[], io: CommandIo): Promise<number> {
   try {
     switch (command) {
       case 'serve': {
+        const args = parseArgs(rest, { workers: { type: 'string' } })
+        if (args.help) {
+          io.stdout.write(SERVE_HELP)
+          return 0
+        }
+        if (args.positionals.length > 0) throw new UsageError(`serve takes no arguments, got "${args.positionals[0]}"`)
         const { startFromEnv } = await import('../main.js')
-        await startFromEnv()
+        await startFromEnv(args.flags.workers !== undefined ? { WORKERS: args.flags.workers } : {})
         return -1 // keeps running
       }
       case 'keys':

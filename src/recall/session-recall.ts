@@ -207,7 +207,8 @@ export class SessionRecall {
    */
   async search(tenant: string, sessionId: string, query: string, room: Tokens): Promise<RecallCandidates | undefined> {
     const ns = this.#namespaceOf(tenant, sessionId)
-    if ((this.#records.meta(ns)?.count ?? 0) === 0 || query.trim() === '' || room <= 0) return undefined
+    const meta = this.#records.meta(ns)
+    if (meta === undefined || meta.count === 0 || query.trim() === '' || room <= 0) return undefined
     const q = query.slice(0, MAX_QUERY_CHARS)
     const { candidates, tokensPerCandidate, minSimilarity, rrfK, vectorWeight, neighbourWeight, lexicalDepth } = this.#tuning
     const k = Math.max(1, Math.min(candidates, Math.ceil(Math.min(room, this.#maxTokens) / tokensPerCandidate)))
@@ -229,7 +230,7 @@ export class SessionRecall {
     const wanted = new Set<number>()
     for (const seq of ranked) for (const s of [seq - 1, seq, seq + 1]) wanted.add(s)
     const messages = this.#sessions.messagesAt(tenant, sessionId, wanted)
-    const lines = this.#linesOf(ns)
+    const lines = this.#linesOf(ns, meta.epoch)
     const turns = new Map<number, RecallTurn>()
     for (const [seq, m] of messages) {
       let line = lines.get(seq)
@@ -296,16 +297,22 @@ export class SessionRecall {
     return ns
   }
 
-  #linesOf(ns: string): Map<number, Tokens> {
-    let lines = this.#lines.get(ns)
-    if (lines === undefined) this.#lines.set(ns, (lines = new Map()))
+  /**
+   * Keyed by the namespace's epoch too: a session deleted and recreated by another process sharing the store reuses
+   * its seqs for other messages, under a new epoch.
+   */
+  #linesOf(ns: string, epoch: string | undefined): Map<number, Tokens> {
+    const key = `${ns}\u0000${epoch ?? ''}`
+    let lines = this.#lines.get(key)
+    if (lines === undefined) this.#lines.set(key, (lines = new Map()))
     return lines
   }
 
   /** Forget a namespace in memory (after its records were dropped). */
   #forget(ns: string): void {
     this.#index.drop(ns)
-    this.#lines.delete(ns)
+    // At most maxLoadedSessions keys: a scan is cheap, and deletes are rare.
+    for (const key of [...this.#lines.keys()]) if (key.startsWith(`${ns}\u0000`)) this.#lines.delete(key)
   }
 
   #piece(text: string): Tokens {
@@ -360,7 +367,7 @@ export class SessionRecall {
         steps.push(() => this.#index.applyRemove(ns, change.fromVersion, change.meta, change.labels))
       }
       steps.push(() => {
-        const lines = this.#lines.get(ns)
+        const lines = this.#lines.get(`${ns}\u0000${this.#records.meta(ns)?.epoch ?? ''}`)
         for (const m of pruned) lines?.delete(m.seq)
       })
     }

@@ -49,6 +49,11 @@ export interface NamespaceMeta {
   count: number
   /** Next unused label. */
   nextLabel: number
+  /**
+   * The namespace's generation, set when it is created: versions start again when a namespace is deleted and
+   * recreated, so (epoch, version) is what names a state. Absent in namespaces written before it existed.
+   */
+  epoch?: string | undefined
 }
 
 /** Read access to the committed state in LMDB, implemented by the owner's repository. */
@@ -100,6 +105,7 @@ interface Entry {
   vectors: VectorIndex | null
   refs: Map<number, DocRef>
   version: number
+  epoch: string | undefined
   embedderId: string
   dimension: number
   dirty: boolean
@@ -166,7 +172,7 @@ export class SearchIndex {
     if (mode !== 'bm25') this.checkEmbedder(meta)
     // Embed before touching the entry: everything after the await is synchronous, so the entry cannot change under us.
     const qv = mode === 'bm25' ? undefined : (await this.#embedder.embed([query]))[0]
-    const entry = this.#entry(namespace)
+    const entry = this.#entry(namespace, meta)
     const depth = Math.max(k, this.#candidates)
     const lexical = mode === 'vector' ? [] : entry.bm25.search(analyze(query), depth)
     const semantic = qv === undefined || entry.vectors === null || isZero(qv) ? [] : entry.vectors.search(qv, depth)
@@ -234,16 +240,27 @@ export class SearchIndex {
     return Promise.resolve()
   }
 
-  #entry(namespace: string): Entry {
+  /**
+   * The loaded namespace, current with the committed `meta` (read now when not given). A loaded entry behind it
+   * missed a change committed by another process sharing the store (WORKERS, replicas on one DATA_DIR): it is dropped
+   * and loaded again, so every search sees every change committed before it started (read-your-writes across
+   * processes). Checking costs one meta read, which search does anyway.
+   */
+  #entry(namespace: string, meta = this.#source.meta(namespace)): Entry {
     const cached = this.#loaded.get(namespace)
-    if (cached !== undefined) return cached
-    const meta = this.#source.meta(namespace)
+    if (cached !== undefined) {
+      if (cached.version === (meta?.version ?? 0) && cached.epoch === meta?.epoch) return cached
+      // Unsaved changes of a stale entry are older than what is committed: nothing worth saving.
+      cached.dirty = false
+      this.#loaded.delete(namespace)
+    }
     const entry: Entry = {
       file: this.#file(namespace),
       bm25: new Bm25Index({ maxDocs: this.#maxDocs }),
       vectors: null,
       refs: new Map(),
       version: meta?.version ?? 0,
+      epoch: meta?.epoch,
       embedderId: meta?.embedderId ?? this.#embedder.id,
       dimension: meta?.dimension ?? this.#embedder.dimension,
       dirty: false,
@@ -253,7 +270,7 @@ export class SearchIndex {
         entry.bm25.add(doc.label, analyze(doc.text))
         entry.refs.set(doc.label, doc.ref)
       }
-      const expected = { dimension: meta.dimension, version: meta.version, count: meta.count }
+      const expected = { dimension: meta.dimension, version: meta.version, count: meta.count, epoch: meta.epoch }
       entry.vectors = VectorIndex.load(entry.file, expected, this.#hnsw) ?? this.#buildVectors(namespace, meta)
     }
     this.#loaded.set(namespace, entry)
@@ -279,8 +296,9 @@ export class SearchIndex {
 
   #applicable(namespace: string, fromVersion: number, meta: NamespaceMeta): Entry | undefined {
     const entry = this.#loaded.get(namespace)
-    if (entry === undefined || entry.version >= meta.version) return undefined
-    if (entry.version !== fromVersion) {
+    if (entry === undefined || (entry.epoch === meta.epoch && entry.version >= meta.version)) return undefined
+    // A change from version 0 created the namespace (and its epoch): an entry loaded empty is at that state.
+    if (entry.version !== fromVersion || (fromVersion !== 0 && entry.epoch !== meta.epoch)) {
       // This entry missed a change: drop it unsaved; the next use reloads from LMDB.
       this.#loaded.delete(namespace)
       return undefined
@@ -290,6 +308,7 @@ export class SearchIndex {
 
   #changed(entry: Entry, meta: NamespaceMeta): void {
     entry.version = meta.version
+    entry.epoch = meta.epoch
     entry.embedderId = meta.embedderId
     entry.dimension = meta.dimension
     entry.dirty = true
@@ -308,7 +327,7 @@ export class SearchIndex {
     try {
       mkdirSync(this.#dir, { recursive: true })
       if (entry.vectors === null || entry.refs.size === 0) VectorIndex.remove(entry.file)
-      else entry.vectors.save(entry.file, { version: entry.version })
+      else entry.vectors.save(entry.file, { version: entry.version, epoch: entry.epoch })
     } catch (err) {
       this.#onSaveError(err, entry.file)
     }

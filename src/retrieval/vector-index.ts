@@ -37,6 +37,8 @@ export interface Expected {
   dimension: number
   version: number
   count: number
+  /** The namespace's generation (a deleted and recreated namespace starts its versions again under a new epoch). */
+  epoch?: string | undefined
 }
 
 interface Sidecar extends Expected {
@@ -78,7 +80,8 @@ export class VectorIndex {
     let bytes: Buffer
     try {
       side = JSON.parse(readFileSync(`${file}.json`, 'utf8')) as Sidecar
-      if (side.format !== 1 || side.dimension !== expect.dimension || side.version !== expect.version || side.count !== expect.count)
+      if (side.format !== 1 || side.dimension !== expect.dimension || side.version !== expect.version || side.count !== expect.count ||
+        (side.epoch ?? undefined) !== expect.epoch)
         return undefined
       if (statSync(file).size !== side.bytes) return undefined
       bytes = readFileSync(file)
@@ -143,22 +146,26 @@ export class VectorIndex {
   }
 
   /** Write the graph and its sidecar atomically (temporary names, then rename). */
-  save(file: string, state: { version: number }): void {
-    const tmp = `${file}.tmp`
+  save(file: string, state: { version: number; epoch?: string | undefined }): void {
+    // Several processes may share DATA_DIR (WORKERS, replicas on one host): each writes its own temporary files, so
+    // two saves of one graph never interleave in one file; the last rename wins and the sidecar's hash tells a graph
+    // from another process's sidecar.
+    const tmp = `${file}.${process.pid}.tmp`
     this.#hnsw.writeIndexSync(tmp)
     const bytes = readFileSync(tmp)
     const side: Sidecar = {
       format: 1,
       dimension: this.dimension,
       version: state.version,
+      ...(state.epoch !== undefined ? { epoch: state.epoch } : {}),
       count: this.#live,
       deleted: this.#deleted,
       bytes: bytes.length,
       sha256: createHash('sha256').update(bytes).digest('hex'),
     }
     renameSync(tmp, file)
-    writeFileSync(`${file}.json.tmp`, JSON.stringify(side))
-    renameSync(`${file}.json.tmp`, `${file}.json`)
+    writeFileSync(`${file}.json.${process.pid}.tmp`, JSON.stringify(side))
+    renameSync(`${file}.json.${process.pid}.tmp`, `${file}.json`)
   }
 
   /** Delete a namespace's files (after its last document is gone). */

@@ -11,6 +11,7 @@
  * The `vectors`/`meta` half (`IndexRecords`) is generic over namespaces, so session recall writes its messages' vectors
  * the same way, inside its own transactions.
  */
+import { randomBytes } from 'node:crypto'
 import type { Store } from './store.js'
 
 export interface FileRow {
@@ -42,6 +43,8 @@ export interface IndexMeta {
   version: number
   count: number
   nextLabel: number
+  /** Set when the namespace is created: a recreated namespace's versions start again under a new epoch. */
+  epoch?: string
 }
 
 /** What a write did to a namespace: apply it to the loaded indexes with `SearchIndex.applyAdd/applyRemove`. */
@@ -110,7 +113,9 @@ export class IndexRecords {
       version: (before?.version ?? 0) + 1,
       count: (before?.count ?? 0) + vectors.length,
       nextLabel: first + vectors.length,
+      epoch: before?.epoch ?? (before === undefined ? randomBytes(6).toString('hex') : undefined),
     }
+    if (meta.epoch === undefined) delete meta.epoch
     this.#store.meta.put(['index', namespace], meta)
     return { fromVersion: before?.version ?? 0, meta, labels }
   }
@@ -126,6 +131,7 @@ export class IndexRecords {
       count: Math.max(0, (before?.count ?? 0) - labels.length),
       // Labels are never reused: a label in a stale graph file can never name a newer document.
       nextLabel: before?.nextLabel ?? 0,
+      ...(before?.epoch !== undefined ? { epoch: before.epoch } : {}),
     }
     this.#store.meta.put(['index', namespace], meta)
     return { fromVersion: before?.version ?? 0, meta, labels: [...labels] }

@@ -109,6 +109,8 @@ interface CacheEntry {
   messages: StoredMessage[]
   complete: boolean
   bytes: Bytes
+  /** The session record's createdAt: a session deleted and recreated (seqs start again) is another session. */
+  sessionCreatedAt: number
 }
 
 /** lmdb-js's default maximum key size, in bytes. */
@@ -185,17 +187,16 @@ export class SessionRepo {
     if (limit <= 0) return []
     const key = cacheKey(tenant, sessionId)
     const cache = this.#inWrite ? undefined : this.#cache
-    const hit = cache?.get(key)
-    if (hit !== undefined && (hit.complete || hit.messages.length >= limit)) return tail(hit.messages, limit)
-
     const rec = this.#record(tenant, sessionId)
+    const hit = cache === undefined ? undefined : this.#fresh(key, rec)
+    if (hit !== undefined && (hit.complete || hit.messages.length >= limit)) return tail(hit.messages, limit)
     if (rec === undefined) return []
     // Read what this call needs, and at least what the cache keeps, in one range.
     const want = Math.min(rec.count, Math.max(limit, this.#cachePerSession))
     const messages = this.#readRange(tenant, sessionId, rec.nextSeq - want, rec.nextSeq)
     if (cache !== undefined) {
       const kept = tail(messages, this.#cachePerSession)
-      cache.set(key, { messages: kept, complete: kept.length === rec.count, bytes: sizeOf(kept) })
+      cache.set(key, { messages: kept, complete: kept.length === rec.count, bytes: sizeOf(kept), sessionCreatedAt: rec.createdAt })
     }
     return tail(messages, limit)
   }
@@ -207,7 +208,7 @@ export class SessionRepo {
   messagesAt(tenant: string, sessionId: string, seqs: Iterable<number>): Map<number, StoredMessage> {
     checkSessionId(tenant, sessionId)
     const out = new Map<number, StoredMessage>()
-    const cached = this.#inWrite ? undefined : this.#cache?.get(cacheKey(tenant, sessionId))?.messages
+    const cached = this.#inWrite ? undefined : this.#fresh(cacheKey(tenant, sessionId), this.#record(tenant, sessionId))?.messages
     const first = cached?.[0]?.seq ?? Infinity
     for (const seq of seqs) {
       if (out.has(seq) || !Number.isInteger(seq) || seq < 0) continue
@@ -364,6 +365,28 @@ export class SessionRepo {
     return v === undefined ? undefined : asSessionRecord(v)
   }
 
+  /**
+   * The cached entry if it still matches the committed record `rec`, else undefined (and the entry is dropped).
+   * Another process sharing the store (WORKERS, replicas on one DATA_DIR) may have appended, pruned or deleted and
+   * recreated the session since it was cached; the record, one small LMDB read (~µs), tells. Within one process the
+   * patching below keeps entries current and this check always passes.
+   */
+  #fresh(key: string, rec: SessionRecord | undefined): CacheEntry | undefined {
+    const entry = this.#cache?.get(key)
+    if (entry === undefined) return undefined
+    const first = entry.messages[0]?.seq ?? rec?.nextSeq ?? 0
+    const last = entry.messages.at(-1)?.seq ?? first - 1
+    const current =
+      rec !== undefined &&
+      rec.createdAt === entry.sessionCreatedAt &&
+      last === rec.nextSeq - 1 &&
+      first >= rec.nextSeq - rec.count &&
+      (!entry.complete || entry.messages.length === rec.count)
+    if (current) return entry
+    this.#cache?.delete(key)
+    return undefined
+  }
+
   #readRange(tenant: string, sessionId: string, fromSeq: number, toSeq: number): StoredMessage[] {
     const out: StoredMessage[] = []
     const range = this.#store.messages.getRange({
@@ -402,7 +425,7 @@ export class SessionRepo {
       messages = tail(messages, this.#cachePerSession)
       complete = false
     }
-    cache.set(key, { messages, complete, bytes: sizeOf(messages) })
+    cache.set(key, { messages, complete, bytes: sizeOf(messages), sessionCreatedAt: entry.sessionCreatedAt })
   }
 }
 

@@ -66,9 +66,12 @@ function command(entry: EntryPoint): { args: string[]; env: Record<string, strin
  * Start `recallgate serve` with `env` (PORT is 0 unless given) and resolve once it logs the address it listens on.
  * Rejects with its output if it exits first or is not listening within `readyTimeoutMs`.
  */
-export async function spawnGateway(env: Record<string, string>, opts: { readyTimeoutMs?: number } = {}): Promise<ChildGateway> {
+export async function spawnGateway(
+  env: Record<string, string>,
+  opts: { readyTimeoutMs?: number; args?: string[] } = {},
+): Promise<ChildGateway> {
   const { args, env: loaderEnv } = command(entryPoint())
-  const proc = spawn(process.execPath, args, {
+  const proc = spawn(process.execPath, [...args, ...(opts.args ?? [])], {
     cwd: ROOT,
     env: { ...process.env, ...loaderEnv, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
