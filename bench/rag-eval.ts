@@ -44,12 +44,14 @@ import { analyze } from '../src/retrieval/analyzer.js'
 import { Bm25Index } from '../src/retrieval/bm25.js'
 import { countO200k } from '../src/ingest/chunker.js'
 import { DEFAULT_RRF_K } from '../src/retrieval/fusion.js'
-import { selectContext } from '../src/knowledge/context-message.js'
+import { selectContext, type ContextSelection } from '../src/knowledge/context-message.js'
+import { DEFAULT_RELEVANCE_GATE, relevantHits, type RelevanceGate } from '../src/knowledge/relevance.js'
 import { LocalEmbedder } from '../src/retrieval/embedder.js'
-import { KnowledgeBase } from '../src/knowledge/knowledge-base.js'
+import { KnowledgeBase, type SearchHit } from '../src/knowledge/knowledge-base.js'
 import type { SearchMode } from '../src/retrieval/search-index.js'
 import { openStore } from '../src/storage/store.js'
 import { sharedDataPath } from './lib/project-root.js'
+import { loadLocomo } from './lib/locomo.js'
 import { quantile, timed } from './lib/stats.js'
 
 interface Squad {
@@ -147,7 +149,7 @@ function covered(ranges: Array<[number, number]>, [s, e]: [number, number]): boo
 
 async function evalConfig(
   data: ReturnType<typeof load>,
-  cfg: { chunk: number; overlap: number; modes: SearchMode[]; ks: number[]; budget: number; rrf: number; vw: number | undefined },
+  cfg: { chunk: number; overlap: number; modes: SearchMode[]; ks: number[]; budget: number; rrf: number; vw: number | undefined; gate: RelevanceGate },
 ): Promise<Row[]> {
   const dir = mkdtempSync(join(tmpdir(), 'rag-eval-'))
   const store = openStore({ dir })
@@ -181,7 +183,7 @@ async function evalConfig(
       const { value: all, wallMs } = await timed(() => kb.search('eval', q.question, maxK, mode))
       lat.push(wallMs)
       cfg.ks.forEach((k, i) => {
-        const sel = selectContext(all.slice(0, k), { maxTokens: cfg.budget })
+        const sel = selectContext(relevantHits(all.slice(0, k), cfg.gate).hits, { maxTokens: cfg.budget })
         const ranges = sel.hits.filter((h) => h.file_id === fileIds[q.file]).map((h): [number, number] => [h.char_start, h.char_end])
         const a = acc[i] as (typeof acc)[number]
         if (q.sentences.some((s) => covered(ranges, s))) a.sentence++
@@ -239,6 +241,108 @@ function baseline(data: ReturnType<typeof load>, tops: number[]): Row[] {
   })
 }
 
+/**
+ * --precision: what retrieval costs when no file answers, and what the relevance gate (src/knowledge/relevance.ts)
+ * keeps of the answerable hits. The articles are split in two halves (even and odd positions in the file). For each
+ * half: that half alone is uploaded; its answerable questions are the answerable ones (sentence hit, retrieved
+ * tokens); every question of the other half (answerable or not in SQuAD's sense: no uploaded file answers either) and
+ * LoCoMo's chit-chat (each session's opening turn and every turn of at most six words: "Hey Mel!", "Thanks, Caroline!",
+ * 111 turns nobody on this project wrote) are the requests no file answers (retrieved tokens per request). Each gate
+ * setting of a grid is applied to the same searches. Leave-one-out: the setting with the best answerable hit rate
+ * among those within 150 tokens per unanswerable request on one half is measured on the other.
+ */
+async function precision(data: ReturnType<typeof load>, cfg: { chunk: number; overlap: number; k: number; budget: number; rrf: number }): Promise<void> {
+  const squad = JSON.parse(readFileSync(sharedDataPath('squad-dev-v2.0.json'), 'utf8')) as Squad
+  const unanswered: string[][] = [[], []]
+  squad.data.forEach((a, f) => {
+    for (const p of a.paragraphs) for (const qa of p.qas) (unanswered[f % 2] as string[]).push(qa.question)
+  })
+  const chat: string[] = []
+  for (const c of loadLocomo())
+    for (const s of c.sessions)
+      s.turns.forEach((t, i) => {
+        if (i === 0 || t.text.split(/\s+/).length <= 6) chat.push(t.text)
+      })
+  const mins = nums(arg('min', '0,0.2,0.25,0.3,0.35,0.4'))
+  const fulls = nums(arg('full', '0,0.4,0.5,0.6,0.7'))
+  const gates: RelevanceGate[] = []
+  for (const minRelevance of mins) for (const fullRelevance of fulls) if (fullRelevance === 0 || fullRelevance > minRelevance) gates.push({ minRelevance, fullRelevance })
+  interface Cell { hit: number; ans: number; ansTokens: number; un: number; unTokens: number; unNone: number; chat: number; chatTokens: number; chatNone: number }
+  const halves: Cell[][] = []
+  for (const half of [0, 1]) {
+    const dir = mkdtempSync(join(tmpdir(), 'rag-eval-'))
+    const store = openStore({ dir })
+    const kb = new KnowledgeBase({ store, dataDir: dir, embedder: new LocalEmbedder(), chunkTokens: cfg.chunk, chunkOverlap: cfg.overlap, maxChunksPerFile: 100_000, clock: Date.now, rrfK: cfg.rrf })
+    const fileIds = new Map<number, string>()
+    for (let f = half; f < data.files.length; f += 2) {
+      const rec = await kb.ingest('eval', { filename: `${data.titles[f]}.txt`, contentType: 'text/plain', bytes: Buffer.from(data.files[f] as string), metadata: null })
+      fileIds.set(f, rec.id)
+    }
+    const cells: Cell[] = gates.map(() => ({ hit: 0, ans: 0, ansTokens: 0, un: 0, unTokens: 0, unNone: 0, chat: 0, chatTokens: 0, chatNone: 0 }))
+    const tokens = async (query: string): Promise<Array<ContextSelection<SearchHit>>> => {
+      const all = await kb.search('eval', query, cfg.k)
+      return gates.map((g) => selectContext(relevantHits(all, g).hits, { maxTokens: cfg.budget }))
+    }
+    for (const q of data.questions) {
+      if (q.file % 2 !== half) continue
+      ;(await tokens(q.question)).forEach((sel, i) => {
+        const c = cells[i] as Cell
+        const ranges = sel.hits.filter((h) => h.file_id === fileIds.get(q.file)).map((h): [number, number] => [h.char_start, h.char_end])
+        c.ans++
+        c.ansTokens += sel.tokens
+        if (q.sentences.some((s) => covered(ranges, s))) c.hit++
+      })
+    }
+    for (const q of unanswered[1 - half] as string[])
+      (await tokens(q)).forEach((sel, i) => {
+        const c = cells[i] as Cell
+        c.un++
+        c.unTokens += sel.tokens
+        if (sel.tokens === 0) c.unNone++
+      })
+    for (const q of chat)
+      (await tokens(q)).forEach((sel, i) => {
+        const c = cells[i] as Cell
+        c.chat++
+        c.chatTokens += sel.tokens
+        if (sel.tokens === 0) c.chatNone++
+      })
+    halves.push(cells)
+    await kb.close()
+    await store.close()
+    rmSync(dir, { recursive: true, force: true })
+  }
+  const pct = (a: number, b: number): string => `${((100 * a) / Math.max(1, b)).toFixed(1)}%`
+  const per = (a: number, b: number): string => (a / Math.max(1, b)).toFixed(0)
+  const noAnswer = (c: Cell): number => (c.unTokens + c.chatTokens) / Math.max(1, c.un + c.chat)
+  const name = (g: RelevanceGate): string => (g.minRelevance === 0 && g.fullRelevance === 0 ? 'no gate' : `${g.minRelevance} / ${g.fullRelevance || g.minRelevance}`)
+  console.log(`SQuAD halves (even / odd articles uploaded), chunk ${cfg.chunk}/${cfg.overlap}, top-k ${cfg.k}, budget ${cfg.budget}; unanswerable = the other half's questions + ${chat.length} LoCoMo chit-chat turns`)
+  console.log('| gate (min / full) | half | answerable hit | tokens | unanswerable questions: tokens (none) | chit-chat: tokens (none) | no-answer tokens/request |')
+  console.log('|---|---|---|---|---|---|---|')
+  gates.forEach((g, i) =>
+    halves.forEach((cells, half) => {
+      const c = cells[i] as Cell
+      console.log(`| ${name(g)} | ${half ? 'odd' : 'even'} | ${pct(c.hit, c.ans)} | ${per(c.ansTokens, c.ans)} | ${per(c.unTokens, c.un)} (${pct(c.unNone, c.un)}) | ${per(c.chatTokens, c.chat)} (${pct(c.chatNone, c.chat)}) | ${noAnswer(c).toFixed(0)} |`)
+    }),
+  )
+  console.log('\nLeave-one-out (choose on one half: best answerable hit with ≤ 150 no-answer tokens per request; measure on the other):')
+  for (const tune of [0, 1]) {
+    const cells = halves[tune] as Cell[]
+    let best = -1
+    cells.forEach((c, i) => {
+      if (noAnswer(c) > 150) return
+      const b = cells[best]
+      if (best < 0 || c.hit > (b as Cell).hit) best = i
+    })
+    if (best < 0) {
+      console.log(`  tuned on ${tune ? 'odd' : 'even'}: no setting within 150 tokens`)
+      continue
+    }
+    const m = (halves[1 - tune] as Cell[])[best] as Cell
+    console.log(`  tuned on ${tune ? 'odd' : 'even'}: ${name(gates[best] as RelevanceGate)} → on ${tune ? 'even' : 'odd'}: hit ${pct(m.hit, m.ans)} at ${per(m.ansTokens, m.ans)} tokens; no-answer ${noAnswer(m).toFixed(0)} tokens/request`)
+  }
+}
+
 async function main(): Promise<void> {
   const chunks = nums(arg('chunks', '128,192,256'))
   const overlaps = nums(arg('overlap', '0,48,80'))
@@ -248,14 +352,17 @@ async function main(): Promise<void> {
   const rrf = Number(arg('rrf', String(DEFAULT_RRF_K)))
   const limit = Number(arg('limit', '0'))
   const vw = process.argv.includes('--vw') ? Number(arg('vw', '1')) : undefined
+  const [gMin, gFull] = nums(arg('gate', `${DEFAULT_RELEVANCE_GATE.minRelevance},${DEFAULT_RELEVANCE_GATE.fullRelevance}`))
+  const gate: RelevanceGate = { minRelevance: gMin ?? 0, fullRelevance: gFull ?? 0 }
   const data = load()
+  if (process.argv.includes('--precision')) return precision(data, { chunk: Number(arg('chunks', '192')), overlap: Number(arg('overlap', '80')), k: Number(arg('k', '8')), budget, rrf })
   if (limit > 0) data.questions = data.questions.filter((_, i) => i % Math.ceil(data.questions.length / limit) === 0)
   const out: Row[] = baseline(data, [3, 5])
   const t0 = performance.now()
   for (const chunk of chunks)
     for (const overlap of overlaps) {
       if (overlap >= chunk) continue
-      out.push(...(await evalConfig(data, { chunk, overlap, modes, ks, budget, rrf, vw })))
+      out.push(...(await evalConfig(data, { chunk, overlap, modes, ks, budget, rrf, vw, gate })))
       process.stderr.write(`chunk ${chunk} overlap ${overlap} done (${((performance.now() - t0) / 1000).toFixed(0)} s)\n`)
     }
   if (process.argv.includes('--json')) {

@@ -70,6 +70,9 @@ export interface Config {
   ragBudgetShare: number
   ragMaxTokens: Tokens
   ragTopK: number
+  /** Relevance gate (knowledge/relevance.ts): below min nothing is retrieved, below full only the best chunk. */
+  ragMinRelevance: number
+  ragFullRelevance: number
   chunkTokens: Tokens
   chunkOverlap: Tokens
 
@@ -137,6 +140,8 @@ export const DEFAULTS = {
   RAG_BUDGET_SHARE: '0.25',
   RAG_MAX_TOKENS: '1000',
   RAG_TOP_K: '8',
+  RAG_MIN_RELEVANCE: '0.3',
+  RAG_FULL_RELEVANCE: '0.5',
   CHUNK_TOKENS: '192',
   CHUNK_OVERLAP: '80',
   RECALL: 'on',
@@ -283,6 +288,8 @@ export function loadConfig(env: Env): Config {
     ragBudgetShare: share('RAG_BUDGET_SHARE'),
     ragMaxTokens: int('RAG_MAX_TOKENS', 0),
     ragTopK: int('RAG_TOP_K', 1, 100),
+    ragMinRelevance: share('RAG_MIN_RELEVANCE'),
+    ragFullRelevance: share('RAG_FULL_RELEVANCE'),
     chunkTokens,
     chunkOverlap,
     recallEnabled: recall === 'on',

@@ -174,6 +174,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     ragBudgetShare: config.ragBudgetShare,
     ragMaxTokens: config.ragMaxTokens,
     ragTopK: config.ragTopK,
+    relevanceGate: { minRelevance: config.ragMinRelevance, fullRelevance: config.ragFullRelevance },
     ...(recall ? { recall: { service: recall, recentShare: config.recallRecentShare } } : {}),
   })
   metrics.setCollectors({ corrections: () => counter.corrections(), sizes: () => store.sizes() })

@@ -1,5 +1,6 @@
 /** The `_metadata` object: all three groups always present; values known before the upstream call. */
 import type { Tokens } from '../types.js'
+import type { NotRetrieved } from '../knowledge/relevance.js'
 
 export interface RagSource {
   file_id: string
@@ -17,7 +18,16 @@ export interface Metadata {
     /** Leading request messages recognised as the session's own (a client resending its history): not saved again. */
     recognizedMessages: number
   }
-  rag: { enabled: boolean; resultsFound: number; query: string | null; sources: RagSource[] }
+  rag: {
+    enabled: boolean
+    resultsFound: number
+    query: string | null
+    sources: RagSource[]
+    /** Why no chunk reached the prompt; null when some did. */
+    reason: NotRetrieved | null
+    /** The best chunk's relevance (share of the query it holds, 0–1); null when nothing was searched or found. */
+    bestRelevance: number | null
+  }
   context: {
     totalTokens: Tokens
     /** Messages sent upstream besides the retrieved-context and recall blocks: request messages + history included. */

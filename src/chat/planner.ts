@@ -13,6 +13,7 @@ import type { SessionRepo, StoredMessage } from '../storage/session-repo.js'
 import type { ModelCatalog } from '../upstream/model-catalog.js'
 import type { KnowledgeBase, SearchHit } from '../knowledge/knowledge-base.js'
 import { renderContextMessage } from '../knowledge/knowledge-base.js'
+import { DEFAULT_RELEVANCE_GATE, relevantHits, type NotRetrieved, type RelevanceGate } from '../knowledge/relevance.js'
 import type { RecallCandidates, SessionRecall } from '../recall/session-recall.js'
 import type { ChatPlanner, PreparedChat } from './handler.js'
 import type { Metadata } from './metadata.js'
@@ -31,6 +32,8 @@ export interface PlannerOptions {
   ragBudgetShare: number
   ragMaxTokens: Tokens
   ragTopK: number
+  /** Which retrieved chunks count as relevant (knowledge/relevance.ts); its defaults when absent. */
+  relevanceGate?: RelevanceGate
   /** Long-term recall; absent when RECALL=off. */
   recall?: { service: SessionRecall; recentShare: number }
 }
@@ -46,8 +49,8 @@ export function splitRequest(messages: ChatMessage[]): { system: ChatMessage[]; 
 }
 
 /**
- * The retrieval query: `ragQuery`, else the text of the last user message that has some (in a tool loop the request
- * ends with tool results: the question is still the user's).
+ * The retrieval query: `ragQuery` (even "", which searches for nothing), else the text of the last user message that
+ * has some (in a tool loop the request ends with tool results: the question is still the user's).
  */
 export function retrievalQuery(req: ChatRequest): string | undefined {
   if (req.ragQuery !== undefined) return req.ragQuery
@@ -99,7 +102,19 @@ export class Planner implements ChatPlanner {
 
     const query = req.useRAG ? retrievalQuery(req) : undefined
     let hits: SearchHit[] = []
-    if (query !== undefined) hits = await o.knowledge.search(tenant.id, query, o.ragTopK)
+    let found = 0
+    let bestRelevance: number | null = null
+    let reason: NotRetrieved | undefined
+    if (!req.useRAG) reason = 'disabled'
+    else if (query === undefined || query.trim() === '') reason = 'empty_query'
+    else {
+      const ranked = await o.knowledge.search(tenant.id, query, o.ragTopK)
+      found = ranked.length
+      const relevant = relevantHits(ranked, o.relevanceGate ?? DEFAULT_RELEVANCE_GATE)
+      hits = relevant.hits
+      if (found > 0) bestRelevance = relevant.best
+      reason = relevant.reason === 'no_match' && !o.knowledge.hasChunks(tenant.id) ? 'no_files' : relevant.reason
+    }
 
     // Request messages are counted once here and again by the packer: memoized per message object.
     const counted = new Map<ChatMessage, Tokens>()
@@ -177,7 +192,7 @@ export class Planner implements ChatPlanner {
       },
       rag: {
         enabled: req.useRAG,
-        resultsFound: hits.length,
+        resultsFound: found,
         query: query ?? null,
         sources: usedHits.map((h) => ({
           file_id: h.file_id,
@@ -185,6 +200,8 @@ export class Planner implements ChatPlanner {
           chunk_index: h.chunk_index,
           score: h.score,
         })),
+        reason: usedHits.length > 0 ? null : (reason ?? 'no_room'),
+        bestRelevance,
       },
       context: {
         totalTokens: result.totalTokens,

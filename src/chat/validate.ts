@@ -82,7 +82,8 @@ export function validateChat(
   let ragQuery: string | undefined
   if (ragQueryRaw !== undefined && ragQueryRaw !== null) {
     if (typeof ragQueryRaw !== 'string') throw invalidParam('ragQuery', 'ragQuery must be a string')
-    ragQuery = ragQueryRaw === '' ? undefined : ragQueryRaw
+    // "" (or only whitespace) means "search for nothing": no file retrieval and no recall search (README: extensions).
+    ragQuery = ragQueryRaw
   }
 
   const streamOptions = body.stream_options

@@ -27,6 +27,8 @@ export interface SearchHit {
   filename: string
   chunk_index: number
   score: number
+  /** Share of the query's information this chunk holds, 0–1 (relevance.ts): what decides whether it is relevant. */
+  relevance: number
   text: string
   tokens: Tokens
   heading_path?: string[]
@@ -197,9 +199,10 @@ export class KnowledgeBase {
   /** The tenant's best chunks for `query`, best first. No files → []. */
   async search(tenant: string, query: string, k: number, mode: SearchMode = 'hybrid'): Promise<SearchHit[]> {
     const hits = await this.#index.search(namespaceOf(tenant), query, Math.min(Math.max(1, Math.floor(k)), MAX_K), mode)
+    const relevance = this.#index.relevance(namespaceOf(tenant), query, hits.map((h) => h.label))
     const out: SearchHit[] = []
     const filenames = new Map<string, string | undefined>()
-    for (const { ref, score } of hits) {
+    for (const [i, { ref, score }] of hits.entries()) {
       const [fileId, index] = ref as [string, number]
       const chunk = this.#repo.getChunk(tenant, fileId, index)
       if (!filenames.has(fileId)) filenames.set(fileId, this.#repo.getFile(tenant, fileId)?.filename)
@@ -211,6 +214,7 @@ export class KnowledgeBase {
         filename,
         chunk_index: index,
         score,
+        relevance: relevance[i] as number,
         text: chunk.text,
         tokens: chunk.tokens,
         ...(chunk.headingPath.length ? { heading_path: chunk.headingPath } : {}),
@@ -219,6 +223,11 @@ export class KnowledgeBase {
       })
     }
     return out
+  }
+
+  /** Whether the tenant has any indexed chunk (tells "no files" from "nothing matched"). */
+  hasChunks(tenant: string): boolean {
+    return (this.#repo.index.meta(namespaceOf(tenant))?.count ?? 0) > 0
   }
 
   /** Save changed index files now (they are also saved a few seconds after changes and on close). */

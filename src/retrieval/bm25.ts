@@ -247,6 +247,36 @@ export class Bm25Index {
   }
 
   /**
+   * How much of the query each document holds, from 0 to 1: the idf of the distinct query terms found in the document
+   * over the idf of all the query's distinct terms. A term no document has counts at the idf of df 0: a query about something the index never mentions ("who
+   * won the 1998 World Cup" against files on tax law) scores low even when its common words ("won") match. 0 for a
+   * label not in the index or a query without terms. (Requiring the terms within a sentence-sized window instead
+   * separated answerable from unanswerable questions worse on SQuAD, bench/rag-eval.ts --precision.)
+   */
+  relevance(queryTerms: readonly string[], labels: readonly number[]): number[] {
+    const n = this.#live
+    const qIdf = new Map<number, number>()
+    let total = 0
+    for (const t of new Set(queryTerms)) {
+      const id = this.#termIds.get(t)
+      const df = id === undefined ? 0 : (this.#df[id] ?? 0)
+      const idf = Math.log(1 + (n - df + 0.5) / (df + 0.5))
+      total += idf
+      if (id !== undefined && df > 0) qIdf.set(id, idf)
+    }
+    if (total <= 0) return labels.map(() => 0)
+    if (this.#qw.length < this.#tf.length) this.#qw = new Float32Array(this.#tf.length)
+    for (const [id, idf] of qIdf) this.#qw[id] = idf
+    const out = labels.map((label) => {
+      const slot = this.#slotOf.get(label)
+      if (slot === undefined) return 0
+      return Math.min(1, this.#bestWindow(slot, qIdf, 0x7fffffff) / total)
+    })
+    for (const id of qIdf.keys()) this.#qw[id] = 0
+    return out
+  }
+
+  /**
    * MaxScore's second phase: the touched documents that can still reach `threshold` with the `remaining` terms' bound
    * get those terms' exact contributions, counted from the document's own term sequence (a few hundred term ids)
    * instead of walking the terms' long posting lists. Added term by term in the same order as the first phase, so every

@@ -188,6 +188,15 @@ export class SearchIndex {
     return hits
   }
 
+  /**
+   * Bm25Index.relevance of `labels` for `query` in `namespace` (0 for labels it does not hold): how much of the query
+   * each document holds, for callers that keep only relevant hits.
+   */
+  relevance(namespace: string, query: string, labels: readonly number[]): number[] {
+    if ((this.#source.meta(namespace)?.count ?? 0) === 0) return labels.map(() => 0)
+    return this.#entry(namespace).bm25.relevance(analyze(query), labels)
+  }
+
   /** A committed addition: `meta` is the namespace's state after it, `fromVersion` before it. */
   applyAdd(namespace: string, fromVersion: number, meta: NamespaceMeta, docs: ReadonlyArray<IndexedDoc & { vector: Float32Array }>): void {
     const entry = this.#applicable(namespace, fromVersion, meta)

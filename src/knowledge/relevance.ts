@@ -1,0 +1,44 @@
+/**
+ * Which retrieved chunks are relevant enough to go into the prompt. Retrieval costs the caller tokens on every request,
+ * so a question no file answers ("hi", "thanks", or a question about something the files never mention) should add
+ * nothing, even though a ranking always has a best hit.
+ *
+ * "Relevant" is measured per chunk as the share of the query's information it holds (Bm25Index.relevance): the idf of
+ * the distinct query terms found in the chunk (with its file name and headings) over the idf of all of them, a term no
+ * file has counting at the highest idf. A query whose best chunk holds less than `minRelevance` of it retrieves
+ * nothing; one whose best chunk holds less than `fullRelevance` gets that chunk alone (a near miss costs one chunk, not
+ * the whole budget); above that, the ranked chunks go in as before, within the budget.
+ *
+ * Chosen with bench/rag-eval.ts --precision (SQuAD, half the articles uploaded, the other half's questions and LoCoMo
+ * chit-chat as the questions no file answers; tuned on one half, measured on the other): its header has the figures.
+ */
+
+export interface RelevanceGate {
+  /** Below this best-chunk relevance nothing is retrieved. */
+  minRelevance: number
+  /** Below this (and at least `minRelevance`) only the best chunk is retrieved. */
+  fullRelevance: number
+}
+
+export const DEFAULT_RELEVANCE_GATE: RelevanceGate = { minRelevance: 0.3, fullRelevance: 0.5 }
+
+/** Why a request's prompt got no retrieved chunks (`_metadata.rag.reason`); null when it got some. */
+export type NotRetrieved =
+  | 'disabled' // useRAG false
+  | 'empty_query' // ragQuery "" (or no user message to search with)
+  | 'no_files' // the caller has no files
+  | 'no_match' // no chunk shares a word with the query
+  | 'not_relevant' // the best chunk holds less than minRelevance of the query
+  | 'no_room' // relevant chunks were found but none fitted the window
+
+/** `hits` best first, each with its relevance; returns those that go on to packing and, when none, why. */
+export function relevantHits<H extends { relevance: number }>(
+  hits: readonly H[],
+  gate: RelevanceGate,
+): { hits: H[]; best: number; reason: 'no_match' | 'not_relevant' | undefined } {
+  if (hits.length === 0) return { hits: [], best: 0, reason: 'no_match' }
+  let best = 0
+  for (const h of hits) if (h.relevance > best) best = h.relevance
+  if (best < gate.minRelevance) return { hits: [], best, reason: 'not_relevant' }
+  return { hits: best < gate.fullRelevance ? hits.slice(0, 1) : hits.slice(), best, reason: undefined }
+}
