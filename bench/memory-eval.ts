@@ -325,6 +325,23 @@ async function main(): Promise<void> {
     r.blockTokens === 0 ? '-' : `${Math.round((r.blockTokens - r.turnTextTokens) / r.questions)} (${pct(r.blockTokens - r.turnTextTokens, r.blockTokens)})`,
     `${r.overWindow}/${r.miscounted}`,
   ])
+  // Leave-one-out over the grid's arms (newest-only excluded): for each conversation, the arm with the most evidence
+  // in the prompt on the other two, measured on it; pooled over the three.
+  const tuned = results.filter((r) => !r.arm.startsWith('newest only'))
+  const loo: string[] = []
+  if (tuned.length > 1 && names.length > 1) {
+    let hits = 0
+    let evidence = 0
+    for (const held of names) {
+      const score = (r: ArmResult): number => names.filter((n) => n !== held).reduce((s, n) => s + (r.byConversation.get(n)?.hits ?? 0), 0)
+      const best = tuned.reduce((a, b) => (score(b) > score(a) ? b : a))
+      const cell = best.byConversation.get(held) ?? { evidence: 0, hits: 0 }
+      hits += cell.hits
+      evidence += cell.evidence
+      loo.push(`  ${held}: chosen on the other two: ${best.arm} → ${pct(cell.hits, cell.evidence)}`)
+    }
+    loo.unshift(`Leave-one-out (choose the arm on two conversations, measure on the third): ${pct(hits, evidence)} pooled`)
+  }
   const head = ['arm', 'evidence in prompt', 'questions complete', 'multi-hop', 'temporal', 'open-domain', 'single-hop', ...names, 'recalled/q', 'prompt tokens/q', 'block framing tokens/q', 'over window/miscounted']
   const width = head.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] as string).length)))
   const line = (cells: string[]): string => `| ${cells.map((c, i) => c.padEnd(width[i] as number)).join(' | ')} |`
@@ -335,6 +352,7 @@ async function main(): Promise<void> {
       line(head),
       `|${width.map((w) => '-'.repeat(w + 2)).join('|')}|`,
       ...rows.map(line),
+      ...loo,
       '',
     ].join('\n'),
   )
