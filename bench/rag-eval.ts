@@ -392,19 +392,24 @@ async function main(): Promise<void> {
   console.log('|---|---|---|---|---|---|---|---|---|---|')
   for (const r of out)
     console.log(
-      `| ${r.chunk || 'paragraph'} | ${r.overlap} | ${r.mode} | ${r.k} | ${pct(r.sentence)} (${pct(r.halves[0])} / ${pct(r.halves[1])}) | ${pct(r.span)} | ${pct(r.paragraph)} | ${r.tokens.toFixed(0)} | ${r.chunks.toFixed(1)} | ${r.p50 ? `${r.p50.toFixed(2)} ms` : '–'} |`,
+      `| ${r.chunk || 'paragraph'} | ${r.overlap} | ${r.mode} | ${r.k} | ${pct(r.sentence)}${Number.isNaN(r.halves[0]) ? '' : ` (${pct(r.halves[0])} / ${pct(r.halves[1])})`} | ${pct(r.span)} | ${pct(r.paragraph)} | ${r.tokens.toFixed(0)} | ${r.chunks.toFixed(1)} | ${r.p50 ? `${r.p50.toFixed(2)} ms` : '–'} |`,
     )
   // Leave-one-out over the configurations measured (the baselines excluded), within the budget: the best on the
   // questions of one half of the articles, measured on the other half's.
   const tried = out.filter((r) => r.chunk > 0)
-  if (tried.length > 0)
+  const inHalf = [0, 1].map((h) => data.questions.filter((q) => q.file % 2 === h).length)
+  let pooled = 0
+  if (tried.length > 0) {
     for (const h of [0, 1]) {
       const best = tried.reduce((a, b) => ((b.halves[h] as number) > (a.halves[h] as number) ? b : a))
+      pooled += (best.halves[1 - h] as number) * (inHalf[1 - h] as number)
       console.log(
         `leave-one-out: best on ${h ? 'odd' : 'even'} articles' questions: ${best.chunk}/${best.overlap} ${best.mode} top-${best.k} ` +
           `(${pct(best.halves[h] as number)}) → on ${h ? 'even' : 'odd'}: ${pct(best.halves[1 - h] as number)}`,
       )
     }
+    console.log(`leave-one-out, both halves pooled: ${pct(pooled / data.questions.length)}`)
+  }
 }
 
 await main()
