@@ -27,7 +27,10 @@ export interface SearchHit {
   filename: string
   chunk_index: number
   score: number
-  /** Share of the query's information this chunk holds, 0–1 (relevance.ts): what decides whether it is relevant. */
+  /**
+   * Share of the query's information this chunk holds, 0–1 (relevance.ts): what decides whether it is relevant. With
+   * a learned embedder, the larger of that and the chunk's cosine similarity to the query.
+   */
   relevance: number
   text: string
   tokens: Tokens
@@ -199,10 +202,13 @@ export class KnowledgeBase {
   /** The tenant's best chunks for `query`, best first. No files → []. */
   async search(tenant: string, query: string, k: number, mode: SearchMode = 'hybrid'): Promise<SearchHit[]> {
     const hits = await this.#index.search(namespaceOf(tenant), query, Math.min(Math.max(1, Math.floor(k)), MAX_K), mode)
-    const relevance = this.#index.relevance(namespaceOf(tenant), query, hits.map((h) => h.label))
+    const lexical = this.#index.relevance(namespaceOf(tenant), query, hits.map((h) => h.label))
+    // A learned embedder finds passages worded apart from the query, which the lexical share misses: its cosine
+    // similarity counts too (the local embedder's vectors only repeat BM25's terms, so it does not).
+    const learned = (this.#embedder.fusionWeight ?? 1) >= 1
     const out: SearchHit[] = []
     const filenames = new Map<string, string | undefined>()
-    for (const [i, { ref, score }] of hits.entries()) {
+    for (const [i, { ref, score, similarity }] of hits.entries()) {
       const [fileId, index] = ref as [string, number]
       const chunk = this.#repo.getChunk(tenant, fileId, index)
       if (!filenames.has(fileId)) filenames.set(fileId, this.#repo.getFile(tenant, fileId)?.filename)
@@ -214,7 +220,7 @@ export class KnowledgeBase {
         filename,
         chunk_index: index,
         score,
-        relevance: relevance[i] as number,
+        relevance: learned && similarity !== undefined ? Math.max(lexical[i] as number, similarity) : (lexical[i] as number),
         text: chunk.text,
         tokens: chunk.tokens,
         ...(chunk.headingPath.length ? { heading_path: chunk.headingPath } : {}),

@@ -7,7 +7,8 @@
  * the distinct query terms found in the chunk (with its file name and headings) over the idf of all of them, a term no
  * file has counting at the highest idf. A query whose best chunk holds less than `minRelevance` of it retrieves
  * nothing; one whose best chunk holds less than `fullRelevance` gets that chunk alone (a near miss costs one chunk, not
- * the whole budget); above that, the ranked chunks go in as before, within the budget.
+ * the whole budget); above that, the ranked chunks go in as before, within the budget. With a learned embedder a
+ * chunk's cosine similarity to the query counts when higher (knowledge-base.ts), as recall's similarity floor does.
  *
  * Chosen with bench/rag-eval.ts --precision (SQuAD, half the articles uploaded, the other half's questions and LoCoMo
  * chit-chat as the questions no file answers; tuned on one half, measured on the other): its header has the figures.

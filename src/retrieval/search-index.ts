@@ -68,6 +68,8 @@ export interface IndexHit {
   ref: DocRef
   /** Hybrid: fused RRF score; bm25: BM25 score; vector: cosine similarity. */
   score: number
+  /** Cosine similarity to the query when the vector ranking returned this document (hybrid and vector modes). */
+  similarity?: number
 }
 
 export interface SearchIndexOptions {
@@ -178,11 +180,14 @@ export class SearchIndex {
     const semantic = qv === undefined || entry.vectors === null || isZero(qv) ? [] : entry.vectors.search(qv, depth)
     const ranked: ScoredLabel[] =
       mode === 'hybrid' ? reciprocalRankFusion([lexical, semantic], { k: this.#rrfK, weights: [1, this.#vectorWeight] }) : mode === 'bm25' ? lexical : semantic
+    const cosine = new Map<number, number>()
+    for (const h of semantic) cosine.set(h.label, h.score)
     const hits: IndexHit[] = []
     for (const { label, score } of ranked) {
       const ref = entry.refs.get(label)
       if (ref === undefined) continue
-      hits.push({ label, ref, score })
+      const similarity = cosine.get(label)
+      hits.push(similarity === undefined ? { label, ref, score } : { label, ref, score, similarity })
       if (hits.length === k) break
     }
     return hits
