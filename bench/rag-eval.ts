@@ -268,7 +268,10 @@ function baseline(data: ReturnType<typeof load>, tops: number[]): Row[] {
  * setting of a grid is applied to the same searches. Leave-one-out: the setting with the best answerable hit rate
  * among those within 150 tokens per unanswerable request on one half is measured on the other.
  */
-async function precision(data: ReturnType<typeof load>, cfg: { chunk: number; overlap: number; k: number; budget: number; rrf: number }): Promise<void> {
+async function precision(
+  data: ReturnType<typeof load>,
+  cfg: { chunk: number; overlap: number; k: number; budget: number; rrf: number; gates?: RelevanceGate[] },
+): Promise<void> {
   const squad = JSON.parse(readFileSync(sharedDataPath('squad-dev-v2.0.json'), 'utf8')) as Squad
   const unanswered: string[][] = [[], []]
   squad.data.forEach((a, f) => {
@@ -282,8 +285,9 @@ async function precision(data: ReturnType<typeof load>, cfg: { chunk: number; ov
       })
   const mins = nums(arg('min', '0,0.2,0.25,0.3,0.35,0.4'))
   const fulls = nums(arg('full', '0,0.4,0.5,0.6,0.7'))
-  const gates: RelevanceGate[] = []
-  for (const minRelevance of mins) for (const fullRelevance of fulls) if (fullRelevance === 0 || fullRelevance > minRelevance) gates.push({ minRelevance, fullRelevance })
+  const gates: RelevanceGate[] = cfg.gates ?? []
+  if (cfg.gates === undefined)
+    for (const minRelevance of mins) for (const fullRelevance of fulls) if (fullRelevance === 0 || fullRelevance > minRelevance) gates.push({ minRelevance, fullRelevance })
   interface Cell { hit: number; ans: number; ansTokens: number; un: number; unTokens: number; unNone: number; chat: number; chatTokens: number; chatNone: number }
   const halves: Cell[][] = []
   for (const half of [0, 1]) {
@@ -342,6 +346,7 @@ async function precision(data: ReturnType<typeof load>, cfg: { chunk: number; ov
       console.log(`| ${name(g)} | ${half ? 'odd' : 'even'} | ${pct(c.hit, c.ans)} | ${per(c.ansTokens, c.ans)} | ${per(c.unTokens, c.un)} (${pct(c.unNone, c.un)}) | ${per(c.chatTokens, c.chat)} (${pct(c.chatNone, c.chat)}) | ${noAnswer(c).toFixed(0)} |`)
     }),
   )
+  if (gates.length < 3) return
   console.log('\nLeave-one-out (choose on one half: best answerable hit with ≤ 150 no-answer tokens per request; measure on the other):')
   for (const tune of [0, 1]) {
     const cells = halves[tune] as Cell[]
@@ -409,6 +414,11 @@ async function main(): Promise<void> {
       )
     }
     console.log(`leave-one-out, both halves pooled: ${pct(pooled / data.questions.length)}`)
+  }
+  // Both sides of the relevance gate at the settings measured, unless limited to a sample (`--limit`).
+  if (limit === 0 && chunks.length > 0 && overlaps.length > 0) {
+    console.log('')
+    await precision(load(), { chunk: chunks.includes(192) ? 192 : (chunks[0] as number), overlap: overlaps.includes(80) ? 80 : (overlaps[0] as number), k: ks[0] ?? 8, budget, rrf, gates: [{ minRelevance: 0, fullRelevance: 0 }, gate] })
   }
 }
 
