@@ -146,7 +146,6 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     // Graph files are a cache of LMDB: a failed save is worth a warning (the next start rebuilds), not a failed request.
     onIndexSaveError: (err, file) => logger.warn({ err, file }, 'could not save an index file'),
   })
-  await knowledge.init()
   // Off means neither indexing nor searching: turns saved meanwhile are not recallable after turning it back on.
   const recall = config.recallEnabled
     ? new SessionRecall({
@@ -267,6 +266,9 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   const host = config.host.includes(':') ? `[${config.host}]` : config.host
   const url = `http://${host}:${port}`
   logger.info({ url, upstream: config.upstreamBaseUrl, dataDir: config.dataDir }, 'recallgate listening')
+  // Serve at once; tenants' indexes load in the background (and a tenant's first search loads its own). Issue 18: with
+  // 100k chunks stored, awaiting this before listening took ≈ 5–8 s.
+  const warming = knowledge.init().catch((err: unknown) => logger.warn({ err }, 'could not preload the knowledge base indexes'))
 
   let closing: Promise<void> | undefined
   const close = (): Promise<void> => {
@@ -279,6 +281,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
       http.server.closeAllConnections()
       await closed
       await knowledge.close()
+      await warming
       await recall?.close()
       await upstream.close()
       await redis?.close()

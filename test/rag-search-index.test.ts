@@ -62,11 +62,11 @@ const labels = (hits: Array<{ label: number }>) => hits.map((h) => h.label)
 
 t.test('changes applied after commit are searchable at once, in every mode, per namespace', async (t) => {
   const { source, index } = setup(t)
-  index.load('s1')
+  await index.load('s1')
   const a = await source.add('s1', ['My cat is called Pickles.', 'We talked about the weather in Lisbon.', 'The meeting moved to Thursday.'])
-  index.applyAdd('s1', a.from, a.meta, a.docs)
+  await index.applyAdd('s1', a.from, a.meta, a.docs)
   const b = await source.add('s2', ['Another session mentions Pickles the cat too.'])
-  index.applyAdd('s2', b.from, b.meta, b.docs)
+  await index.applyAdd('s2', b.from, b.meta, b.docs)
   for (const mode of ['hybrid', 'bm25', 'vector'] as const) {
     const hits = await index.search('s1', 'what is my cat called?', 1, mode)
     t.same(labels(hits), [0], `${mode}`)
@@ -74,7 +74,7 @@ t.test('changes applied after commit are searchable at once, in every mode, per 
   }
   t.same(labels(await index.search('s2', 'Pickles', 5)), [0], 'namespaces are separate')
   const r = source.remove('s1', [0])
-  index.applyRemove('s1', r.from, r.meta, [0])
+  await index.applyRemove('s1', r.from, r.meta, [0])
   t.notOk(labels(await index.search('s1', 'cat Pickles', 5)).includes(0), 'removed')
   t.same(await index.search('empty', 'anything', 5), [])
 })
@@ -82,15 +82,15 @@ t.test('changes applied after commit are searchable at once, in every mode, per 
 t.test('a loaded namespace that missed a change reloads from the source', async (t) => {
   const { source, index } = setup(t)
   const a = await source.add('s', ['alpha document'])
-  index.load('s')
+  await index.load('s')
   t.equal(source.reads, 1)
   // A commit whose apply never reached this index (say, another process or a lost race).
   await source.add('s', ['beta document'])
   const c = await source.add('s', ['gamma document'])
-  index.applyAdd('s', c.from, c.meta, c.docs) // from-version 2, but the entry is at 1: dropped
+  await index.applyAdd('s', c.from, c.meta, c.docs) // from-version 2, but the entry is at 1: dropped
   t.same(labels(await index.search('s', 'beta', 5, 'bm25')), [1], 'reloaded: the missed document is found')
   t.equal(source.reads, 2)
-  index.applyAdd('s', a.from, a.meta, a.docs) // an old change arriving late is ignored
+  await index.applyAdd('s', a.from, a.meta, a.docs) // an old change arriving late is ignored
   t.equal(source.reads, 2)
   t.same(labels(await index.search('s', 'gamma', 5, 'bm25')), [2])
 })
@@ -98,13 +98,14 @@ t.test('a loaded namespace that missed a change reloads from the source', async 
 t.test('LRU: evicting a changed namespace saves its graph; reloading uses it; drop deletes it', async (t) => {
   const { dir, source, index } = setup(t, 2)
   for (const ns of ['n1', 'n2', 'n3']) {
-    index.load(ns)
+    await index.load(ns)
     const c = await source.add(ns, [`text of ${ns} about rivers`])
-    index.applyAdd(ns, c.from, c.meta, c.docs)
+    await index.applyAdd(ns, c.from, c.meta, c.docs)
   }
   const files = () => readdirSync(dir).filter((f) => f.endsWith('.hnsw'))
+  await index.idle()
   t.equal(files().length, 1, 'n1 was evicted and saved')
-  index.flush()
+  await index.flush()
   t.equal(files().length, 3)
   t.same(labels(await index.search('n1', 'rivers', 1, 'vector')), [0], 'n1 reloads')
   index.drop('n1')
@@ -113,12 +114,12 @@ t.test('LRU: evicting a changed namespace saves its graph; reloading uses it; dr
 
 t.test('a failed save is reported, not thrown (the graph is only a cache of LMDB)', async (t) => {
   const { dir, source, index, saveErrors } = setup(t)
-  index.load('s')
+  await index.load('s')
   const c = await source.add('s', ['some text'])
-  index.applyAdd('s', c.from, c.meta, c.docs)
+  await index.applyAdd('s', c.from, c.meta, c.docs)
   rmSync(dir, { recursive: true })
   writeFileSync(dir, 'a file where the directory was')
-  index.flush()
+  await index.flush()
   t.equal(saveErrors.length, 1)
   t.same(labels(await index.search('s', 'text', 1)), [0], 'search still works')
   rmSync(dir)
@@ -131,4 +132,51 @@ t.test('embedder check: refuses another embedder’s namespace, accepts an empty
   index.checkEmbedder({ embedderId: 'openai-compatible:x', dimension: 1536, count: 0 })
   index.checkEmbedder(undefined)
   index.checkEmbedder({ embedderId: embedder.id, dimension: embedder.dimension, count: 3 })
+})
+
+t.test('a first use loads that namespace only; loading and applying run in slices between other work', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'rag-si-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const source = new MemorySource()
+  await source.add('big', Array.from({ length: 300 }, (_, i) => `document ${i} about rivers and bridges`))
+  await source.add('small', ['a note about lighthouses'])
+  // sliceMs 0: pause after every step, so "the event loop ran in between" does not depend on this machine's speed.
+  const index = new SearchIndex({ dir, source, embedder, saveDelay: 60_000, sliceMs: 0 })
+  t.teardown(() => index.close())
+
+  const big = [index.search('big', 'rivers', 1), index.search('big', 'bridges', 1)]
+  t.same(labels(await index.search('small', 'lighthouses', 1)), [0], 'the small namespace answers')
+  t.notOk(index.isLoaded('big'), 'while the big one is still loading: it did not wait for it')
+  for (const hits of await Promise.all(big)) t.equal(hits.length, 1)
+  t.equal(source.reads, 2, 'two concurrent first uses of a namespace share one load')
+
+  let turns = 0
+  let spinning = true
+  const spin = (): void => {
+    if (!spinning) return
+    turns++
+    setImmediate(spin)
+  }
+  spin()
+  const c = await source.add('big', Array.from({ length: 200 }, (_, i) => `appendix ${i} about canals`))
+  await index.applyAdd('big', c.from, c.meta, c.docs)
+  spinning = false
+  t.ok(turns > 10, `other callbacks ran while 200 documents were applied (${turns} turns)`)
+  t.equal((await index.search('big', 'canals', 500, 'bm25')).length, 200, 'all of them searchable once it resolves')
+})
+
+t.test('an entry behind the committed state only by the change being applied is used; one that missed a change reloads', async (t) => {
+  const { source, index } = setup(t)
+  await source.add('s', ['alpha document'])
+  await index.load('s')
+  t.equal(source.reads, 1)
+  const c = await source.add('s', ['beta document'])
+  index.expect('s', c.meta) // the owner's transaction announces it before its commit
+  t.same(labels(await index.search('s', 'alpha', 5, 'bm25')), [0], 'committed, not applied yet: no reload')
+  t.equal(source.reads, 1)
+  await index.applyAdd('s', c.from, c.meta, c.docs)
+  t.same(labels(await index.search('s', 'beta', 5, 'bm25')), [1])
+  await source.add('s', ['gamma document']) // committed by another process sharing the store: never applied here
+  t.same(labels(await index.search('s', 'gamma', 5, 'bm25')), [2], 'the missed change is found after a reload')
+  t.equal(source.reads, 2)
 })

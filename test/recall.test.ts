@@ -3,6 +3,9 @@
  * the save aborts), pruning and deletion, tenants, restart, the rendered block (chronological, dated, fenced,
  * neighbours, deduplicated against the recent window) and its token count, exact without re-tokenizing.
  */
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import fc from 'fast-check'
 import * as cl100k from 'gpt-tokenizer/encoding/cl100k_base'
@@ -29,7 +32,9 @@ interface Setup {
 }
 
 function setup(t: Test, o: { dir?: string; maxMessages?: number; embedder?: Embedder; recall?: Partial<SessionRecallOptions>; withRecall?: boolean } = {}): Setup {
-  const dir = o.dir ?? t.testdir()
+  // Not t.testdir(): tap removes that before teardowns run, and close() below still saves index files into it.
+  const dir = o.dir ?? mkdtempSync(join(tmpdir(), 'recall-'))
+  if (o.dir === undefined) t.teardown(() => rmSync(dir, { recursive: true, force: true }))
   const store = openStore({ dir })
   const clock = { now: T0 }
   const repo = new SessionRepo(store, { maxMessagesPerSession: o.maxMessages ?? 1000, clock: () => clock.now, counter })
@@ -285,7 +290,8 @@ t.test('an embedder failure saves the exchange unindexed and is reported; recall
 })
 
 t.test('turns saved before recall was on are skipped by search, but still come as neighbours', async (t) => {
-  const dir = t.testdir()
+  const dir = mkdtempSync(join(tmpdir(), 'recall-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
   const store = openStore({ dir })
   t.teardown(() => store.close())
   const clock = { now: T0 }

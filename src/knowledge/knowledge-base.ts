@@ -15,7 +15,7 @@ import { chunkTerms } from '../retrieval/chunk-terms.js'
 import { chunkText, type Chunk } from '../ingest/chunker.js'
 import type { Embedder } from '../retrieval/embedder.js'
 import { extract, formatOfType, type Format } from '../ingest/extract.js'
-import { SearchIndex, type SearchMode } from '../retrieval/search-index.js'
+import { IndexClosedError, SearchIndex, type SearchMode } from '../retrieval/search-index.js'
 import type { HnswParams } from '../retrieval/vector-index.js'
 
 export { renderContextMessage, selectContext } from './context-message.js'
@@ -106,16 +106,20 @@ export class KnowledgeBase {
   }
 
   /**
-   * Load tenants' indexes (up to the LRU bound), rebuilding missing, stale or corrupt graph files from LMDB. A tenant
-   * not loaded here is loaded by its first search. Loading blocks while it runs (~5 s per 100k chunks with a current
-   * graph file, ~24 s when the graph is rebuilt, bench/rag-perf.ts on a busy 2-core machine), so it yields between
-   * tenants: callers may start serving without awaiting it.
+   * Warm up: load tenants' indexes one after another (up to the LRU bound), rebuilding missing, stale or corrupt graph
+   * files from LMDB. Nothing waits for it: the gateway serves at once, and a tenant's first search loads that tenant's
+   * index (or joins its load in progress) without waiting for the others. Loading runs in short slices (a 100k-chunk
+   * tenant is seconds of CPU), so requests keep being served meanwhile.
    */
   async init(): Promise<void> {
     const namespaces = this.#repo.index.namespaces(NS_PREFIX)
-    for (const ns of namespaces.slice(0, this.#opts.maxLoadedTenants ?? 64)) {
-      if ((this.#repo.index.meta(ns)?.count ?? 0) > 0) this.#index.load(ns)
-      await new Promise<void>((resolve) => setImmediate(resolve))
+    try {
+      for (const ns of namespaces.slice(0, this.#opts.maxLoadedTenants ?? 64)) {
+        if ((this.#repo.index.meta(ns)?.count ?? 0) > 0) await this.#index.load(ns)
+      }
+    } catch (err) {
+      // Closed while warming up (shutdown): nothing left to do.
+      if (!(err instanceof IndexClosedError)) throw err
     }
   }
 
@@ -158,7 +162,7 @@ export class KnowledgeBase {
       content_type: contentTypeOf(extracted.format, file.contentType),
     }
     // Loaded before the write, so the change is applied in memory instead of forcing a rebuild later.
-    this.#index.load(ns)
+    await this.#index.load(ns)
     const change = await this.#repo.insertFile({
       tenant,
       namespace: ns,
@@ -167,8 +171,10 @@ export class KnowledgeBase {
       vectors,
       embedderId: this.#embedder.id,
       check,
+      onChange: (c) => this.#index.expect(ns, c.meta),
     })
-    this.#index.applyAdd(
+    // Resolves once the chunks are searchable: the upload is finished when its response comes.
+    await this.#index.applyAdd(
       ns,
       change.fromVersion,
       change.meta,
@@ -193,16 +199,16 @@ export class KnowledgeBase {
 
   async delete(tenant: string, id: string): Promise<boolean> {
     const ns = namespaceOf(tenant)
-    const change = await this.#repo.deleteFile(tenant, ns, id)
+    const change = await this.#repo.deleteFile(tenant, ns, id, (c) => this.#index.expect(ns, c.meta))
     if (change === undefined) return false
-    this.#index.applyRemove(ns, change.fromVersion, change.meta, change.labels)
+    await this.#index.applyRemove(ns, change.fromVersion, change.meta, change.labels)
     return true
   }
 
   /** The tenant's best chunks for `query`, best first. No files → []. */
   async search(tenant: string, query: string, k: number, mode: SearchMode = 'hybrid'): Promise<SearchHit[]> {
     const hits = await this.#index.search(namespaceOf(tenant), query, Math.min(Math.max(1, Math.floor(k)), MAX_K), mode)
-    const lexical = this.#index.relevance(namespaceOf(tenant), query, hits.map((h) => h.label))
+    const lexical = await this.#index.relevance(namespaceOf(tenant), query, hits.map((h) => h.label))
     // A learned embedder finds passages worded apart from the query, which the lexical share misses: its cosine
     // similarity counts too (the local embedder's vectors only repeat BM25's terms, so it does not).
     const learned = (this.#embedder.fusionWeight ?? 1) >= 1
@@ -237,8 +243,8 @@ export class KnowledgeBase {
   }
 
   /** Save changed index files now (they are also saved a few seconds after changes and on close). */
-  flush(): void {
-    this.#index.flush()
+  flush(): Promise<void> {
+    return this.#index.flush()
   }
 
   close(): Promise<void> {

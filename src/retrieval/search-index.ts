@@ -15,6 +15,13 @@
  * Bounds: at most `maxLoaded` namespaces in memory (least recently used evicted, saved first if changed) and at most
  * `maxDocsPerNamespace` documents each. Changed graphs are saved `saveDelay` after the first unsaved change (later
  * while saving is expensive, see `SAVE_COST_FACTOR`), on eviction and on close.
+ *
+ * The event loop is never held for long (issue 18: a 100k-chunk namespace took ≈ 8 s to load, a 5 MB upload's graph
+ * insertions ≈ 1 s, a save ≈ 0.3 s, and every request of every tenant waited meanwhile): loading, rebuilding and
+ * applying a change run in short slices (time-slice.ts) and graph files are read and written in the thread pool
+ * (vector-index.ts). A search between two slices sees the documents applied so far. A namespace is loaded by its first
+ * use; concurrent users wait for that one load only. Changes and saves of one namespace run one at a time, in order
+ * (its `queue`): a save must not run while the graph changes, and a change applies only on top of the one before.
  */
 import { createHash } from 'node:crypto'
 import { mkdirSync } from 'node:fs'
@@ -26,6 +33,7 @@ import { analyze } from './analyzer.js'
 import { Bm25Index, type ScoredLabel } from './bm25.js'
 import type { Embedder } from './embedder.js'
 import { DEFAULT_RRF_K, reciprocalRankFusion } from './fusion.js'
+import { DEFAULT_SLICE_MS, TimeSlicer } from './time-slice.js'
 import { DEFAULT_HNSW, VectorIndex, type HnswParams } from './vector-index.js'
 
 export type DocRef = ReadonlyArray<string | number>
@@ -99,6 +107,13 @@ export interface SearchIndexOptions {
    * reported, not thrown: the next start rebuilds the graph. Default: a process warning.
    */
   onSaveError?: (err: unknown, namespaceFile: string) => void
+  /**
+   * Told when applying a committed change to a loaded namespace fails: LMDB has the change, so the namespace is unloaded
+   * and reloaded from it on next use. Default: a process warning.
+   */
+  onApplyError?: (err: unknown, namespace: string) => void
+  /** Longest stretch of loading or applying before it lets the event loop run (time-slice.ts). Default 5 ms. */
+  sliceMs?: number
 }
 
 interface Entry {
@@ -108,9 +123,17 @@ interface Entry {
   refs: Map<number, DocRef>
   version: number
   epoch: string | undefined
+  /**
+   * The state this entry will be at once its queued changes have run (set when a change is queued). A committed state
+   * up to it is on its way here; one past it was committed by another process sharing the store, which this entry
+   * missed.
+   */
+  pending: { version: number; epoch: string | undefined }
   embedderId: string
   dimension: number
   dirty: boolean
+  /** The tail of this namespace's changes and saves, run one at a time (never rejects). */
+  queue: Promise<void>
 }
 
 export class SearchIndex {
@@ -123,9 +146,16 @@ export class SearchIndex {
   readonly #rrfK: number
   readonly #vectorWeight: number
   readonly #candidates: number
+  readonly #sliceMs: number
   readonly #loaded: LRUCache<string, Entry>
   readonly #onSaveError: (err: unknown, file: string) => void
+  readonly #onApplyError: (err: unknown, namespace: string) => void
+  /** Loads in progress, so concurrent first uses of a namespace share one. */
+  readonly #loading = new Map<string, Promise<Entry>>()
+  /** Work of entries no longer loaded (an evicted namespace's save), awaited by flush and close. */
+  readonly #detached = new Set<Promise<void>>()
   #timer: NodeJS.Timeout | undefined
+  #closed = false
   /** When the last timed save ended and how long it took (performance.now() ms: a cost measurement, not a clock). */
   #lastSave = { end: 0, took: 0 }
 
@@ -139,13 +169,19 @@ export class SearchIndex {
     this.#rrfK = opts.rrfK ?? DEFAULT_RRF_K
     this.#vectorWeight = opts.vectorWeight ?? opts.embedder.fusionWeight ?? 1
     this.#candidates = opts.candidates ?? 40
+    this.#sliceMs = opts.sliceMs ?? DEFAULT_SLICE_MS
     this.#onSaveError =
       opts.onSaveError ?? ((err, file) => process.emitWarning(`recallgate: could not save ${file}: ${String(err)}`, 'IndexSaveWarning'))
+    this.#onApplyError =
+      opts.onApplyError ?? ((err, ns) => process.emitWarning(`recallgate: index of ${ns} unloaded after: ${String(err)}`, 'IndexApplyWarning'))
     mkdirSync(this.#dir, { recursive: true })
     this.#loaded = new LRUCache<string, Entry>({
       max: opts.maxLoaded ?? 64,
       dispose: (entry, _ns, reason) => {
-        if (reason === 'evict' && entry.dirty) this.#save(entry)
+        if (reason !== 'evict') return
+        const done = this.#enqueue(entry, () => (entry.dirty ? this.#save(entry) : undefined))
+        this.#detached.add(done)
+        void done.then(() => this.#detached.delete(done))
       },
     })
   }
@@ -163,18 +199,29 @@ export class SearchIndex {
       })
   }
 
-  /** Load `namespace` now (lazily done by search); init and owners about to write call it. */
-  load(namespace: string): void {
-    this.#entry(namespace)
+  /**
+   * Load `namespace` now (lazily done by search), and wait for its pending work (a rebuilt graph's save); warm-up and
+   * owners about to write call it.
+   */
+  async load(namespace: string): Promise<void> {
+    const entry = await this.#entry(namespace, this.#source.meta(namespace))
+    await entry.queue
+  }
+
+  /** Loaded, or being loaded (for tests and metrics). */
+  isLoaded(namespace: string): boolean {
+    return this.#loaded.has(namespace)
   }
 
   async search(namespace: string, query: string, k: number, mode: SearchMode = 'hybrid'): Promise<IndexHit[]> {
     const meta = this.#source.meta(namespace)
     if (meta === undefined || meta.count === 0 || k <= 0) return []
     if (mode !== 'bm25') this.checkEmbedder(meta)
-    // Embed before touching the entry: everything after the await is synchronous, so the entry cannot change under us.
     const qv = mode === 'bm25' ? undefined : (await this.#embedder.embed([query]))[0]
-    const entry = this.#entry(namespace, meta)
+    // Everything after this await is synchronous, so the entry cannot change under the search (changes apply in slices
+    // between event-loop turns: a search sees whole slices).
+    const found = this.#entry(namespace, meta)
+    const entry = found instanceof Promise ? await found : found
     const depth = Math.max(k, this.#candidates)
     const lexical = mode === 'vector' ? [] : entry.bm25.search(analyze(query), depth)
     const semantic = qv === undefined || entry.vectors === null || isZero(qv) ? [] : entry.vectors.search(qv, depth)
@@ -197,108 +244,180 @@ export class SearchIndex {
    * Bm25Index.relevance of `labels` for `query` in `namespace` (0 for labels it does not hold): how much of the query
    * each document holds, for callers that keep only relevant hits.
    */
-  relevance(namespace: string, query: string, labels: readonly number[]): number[] {
-    if ((this.#source.meta(namespace)?.count ?? 0) === 0) return labels.map(() => 0)
-    return this.#entry(namespace).bm25.relevance(analyze(query), labels)
+  async relevance(namespace: string, query: string, labels: readonly number[]): Promise<number[]> {
+    const meta = this.#source.meta(namespace)
+    if ((meta?.count ?? 0) === 0) return labels.map(() => 0)
+    const found = this.#entry(namespace, meta)
+    const entry = found instanceof Promise ? await found : found
+    return entry.bm25.relevance(analyze(query), labels)
   }
 
-  /** A committed addition: `meta` is the namespace's state after it, `fromVersion` before it. */
-  applyAdd(namespace: string, fromVersion: number, meta: NamespaceMeta, docs: ReadonlyArray<IndexedDoc & { vector: Float32Array }>): void {
-    const entry = this.#applicable(namespace, fromVersion, meta)
-    if (entry === undefined) return
-    // An emptied namespace may start over with another embedder (another dimension): start a fresh graph then.
-    if (entry.vectors === null || entry.refs.size === 0 || entry.vectors.dimension !== meta.dimension)
-      entry.vectors = VectorIndex.create(meta.dimension, this.#hnsw, Math.max(1024, docs.length))
-    for (const d of docs) {
-      entry.bm25.add(d.label, d.terms ?? analyze(d.text))
-      entry.refs.set(d.label, d.ref)
-    }
-    // Graph insertions back to back, not interleaved with BM25's, so the graph's hot nodes stay in cache between them
-    // (with chunk-terms.ts: −3% ingestion CPU at 20k chunks).
-    for (const d of docs) entry.vectors.add(d.label, d.vector)
-    this.#changed(entry, meta)
+  /**
+   * An owner's write transaction is about to commit this change (called inside it): until the change is applied, a
+   * search that reads the newer committed state still uses the loaded entry instead of taking it for one that missed
+   * another process's change and reloading it (which for a large namespace is seconds of work).
+   */
+  expect(namespace: string, meta: NamespaceMeta): void {
+    const entry = this.#loaded.get(namespace)
+    if (entry !== undefined) this.#raisePending(entry, meta)
   }
 
-  /** A committed removal of `labels`. */
-  applyRemove(namespace: string, fromVersion: number, meta: NamespaceMeta, labels: readonly number[]): void {
-    const entry = this.#applicable(namespace, fromVersion, meta)
-    if (entry === undefined) return
-    for (const label of labels) {
-      if (!entry.refs.delete(label)) continue
-      entry.bm25.remove(label)
-      entry.vectors?.remove(label)
-    }
-    // Deleted vectors still cost graph space and search time: rebuild once they outnumber the live ones.
-    if (entry.vectors !== null && entry.vectors.deleted > Math.max(1024, entry.vectors.size)) {
-      entry.vectors = entry.vectors.compacted(entry.refs.keys(), this.#hnsw)
-    }
-    this.#changed(entry, meta)
+  /**
+   * A committed addition: `meta` is the namespace's state after it, `fromVersion` before it. Resolves once it is
+   * searchable (never rejects: a failure unloads the namespace, which reloads from LMDB, and is reported).
+   */
+  applyAdd(namespace: string, fromVersion: number, meta: NamespaceMeta, docs: ReadonlyArray<IndexedDoc & { vector: Float32Array }>): Promise<void> {
+    return this.#apply(namespace, fromVersion, meta, async (entry) => {
+      const slicer = new TimeSlicer(this.#sliceMs)
+      // An emptied namespace may start over with another embedder (another dimension): start a fresh graph then.
+      if (entry.vectors === null || entry.refs.size === 0 || entry.vectors.dimension !== meta.dimension)
+        entry.vectors = VectorIndex.create(meta.dimension, this.#hnsw, Math.max(1024, docs.length))
+      for (const d of docs) {
+        entry.bm25.add(d.label, d.terms ?? analyze(d.text))
+        entry.refs.set(d.label, d.ref)
+        if (slicer.due()) await slicer.pause()
+      }
+      // Graph insertions back to back, not interleaved with BM25's, so the graph's hot nodes stay in cache between them
+      // (with chunk-terms.ts: −3% ingestion CPU at 20k chunks).
+      const vectors = entry.vectors
+      for (const d of docs) {
+        vectors.add(d.label, d.vector)
+        if (slicer.due()) await slicer.pause()
+      }
+    })
+  }
+
+  /** A committed removal of `labels` (resolves and fails like applyAdd). */
+  applyRemove(namespace: string, fromVersion: number, meta: NamespaceMeta, labels: readonly number[]): Promise<void> {
+    return this.#apply(namespace, fromVersion, meta, async (entry) => {
+      for (const label of labels) {
+        if (!entry.refs.delete(label)) continue
+        entry.bm25.remove(label)
+        entry.vectors?.remove(label)
+      }
+      // Deleted vectors still cost graph space and search time: rebuild once they outnumber the live ones. Searches
+      // keep using the old graph until the new one is complete.
+      const old = entry.vectors
+      if (old !== null && old.deleted > Math.max(1024, old.size)) {
+        const next = VectorIndex.create(old.dimension, this.#hnsw, old.size)
+        const slicer = new TimeSlicer(this.#sliceMs)
+        for (const label of [...entry.refs.keys()]) {
+          next.add(label, old.vector(label))
+          if (slicer.due()) await slicer.pause()
+        }
+        entry.vectors = next
+      }
+    })
   }
 
   /** Forget a namespace whose records were deleted (after the commit): unload it and delete its graph file. */
   drop(namespace: string): void {
+    const entry = this.#loaded.get(namespace)
     this.#loaded.delete(namespace)
     VectorIndex.remove(this.#file(namespace))
+    // A save of this namespace still in the thread pool would put a file back: delete it again once that is done.
+    if (entry !== undefined) void entry.queue.then(() => VectorIndex.remove(entry.file))
   }
 
-  /** Save every changed graph now. */
-  flush(): void {
+  /** Wait until every queued change and save (an evicted namespace's too) has run. */
+  async idle(): Promise<void> {
+    await Promise.all([...this.#detached, ...[...this.#loaded.values()].map((e) => e.queue)])
+  }
+
+  /** Save every changed graph now, and wait for saves in progress. */
+  async flush(): Promise<void> {
     clearTimeout(this.#timer)
     this.#timer = undefined
-    for (const entry of this.#loaded.values()) if (entry.dirty) this.#save(entry)
+    const pending = [...this.#detached]
+    for (const entry of this.#loaded.values()) pending.push(this.#enqueue(entry, () => (entry.dirty ? this.#save(entry) : undefined)))
+    await Promise.all(pending)
   }
 
-  close(): Promise<void> {
-    this.flush()
+  async close(): Promise<void> {
+    // Loads in progress stop at their next pause (a 100k-chunk load is seconds: shutdown should not wait for it).
+    this.#closed = true
+    await Promise.allSettled([...this.#loading.values()])
+    await this.flush()
     this.#loaded.clear()
-    return Promise.resolve()
   }
 
   /**
-   * The loaded namespace, current with the committed `meta` (read now when not given). A loaded entry behind it
-   * missed a change committed by another process sharing the store (WORKERS, replicas on one DATA_DIR): it is dropped
-   * and loaded again, so every search sees every change committed before it started (read-your-writes across
-   * processes). Checking costs one meta read, which search does anyway.
+   * The loaded namespace (synchronously: the search hot path), or the one load in progress, or a new load. A loaded
+   * entry behind the committed `meta` by more than its queued changes missed a change committed by another process
+   * sharing the store (WORKERS, replicas on one DATA_DIR): it is dropped and loaded again, so every search sees every
+   * change committed before it started (read-your-writes across processes).
    */
-  #entry(namespace: string, meta = this.#source.meta(namespace)): Entry {
+  #entry(namespace: string, meta: NamespaceMeta | undefined): Entry | Promise<Entry> {
     const cached = this.#loaded.get(namespace)
     if (cached !== undefined) {
-      if (cached.version === (meta?.version ?? 0) && cached.epoch === meta?.epoch) return cached
+      const { version, epoch } = cached.pending
+      if (epoch === meta?.epoch ? (meta?.version ?? 0) <= version : meta === undefined && version === 0) return cached
       // Unsaved changes of a stale entry are older than what is committed: nothing worth saving.
       cached.dirty = false
       this.#loaded.delete(namespace)
     }
-    const entry: Entry = {
-      file: this.#file(namespace),
-      bm25: new Bm25Index({ maxDocs: this.#maxDocs }),
-      vectors: null,
-      refs: new Map(),
-      version: meta?.version ?? 0,
-      epoch: meta?.epoch,
-      embedderId: meta?.embedderId ?? this.#embedder.id,
-      dimension: meta?.dimension ?? this.#embedder.dimension,
-      dirty: false,
+    let loading = this.#loading.get(namespace)
+    if (loading === undefined) {
+      loading = this.#build(namespace).finally(() => this.#loading.delete(namespace))
+      this.#loading.set(namespace, loading)
     }
-    if (meta !== undefined && meta.count > 0) {
-      for (const doc of this.#source.documents(namespace)) {
-        entry.bm25.add(doc.label, analyze(doc.text))
-        entry.refs.set(doc.label, doc.ref)
-      }
-      const expected = { dimension: meta.dimension, version: meta.version, count: meta.count, epoch: meta.epoch }
-      entry.vectors = VectorIndex.load(entry.file, expected, this.#hnsw) ?? this.#buildVectors(namespace, meta)
-    }
-    this.#loaded.set(namespace, entry)
-    return entry
+    return loading
   }
 
-  /** Rebuild a graph from LMDB's vectors and save it at once, so the next start finds it current. */
-  #buildVectors(namespace: string, meta: NamespaceMeta): VectorIndex {
+  /**
+   * Read a namespace from the source in slices. The documents come from one LMDB read snapshot (a range iterator holds
+   * its read transaction until it ends), taken in the same turn as the meta. A change committed meanwhile is not
+   * applied to an entry that is not loaded yet, so if the version moved, the load starts over.
+   */
+  async #build(namespace: string): Promise<Entry> {
+    const pause = async (slicer: TimeSlicer): Promise<void> => {
+      await slicer.pause()
+      if (this.#closed) throw new IndexClosedError()
+    }
+    for (;;) {
+      const meta = this.#source.meta(namespace)
+      const entry: Entry = {
+        file: this.#file(namespace),
+        bm25: new Bm25Index({ maxDocs: this.#maxDocs }),
+        vectors: null,
+        refs: new Map(),
+        version: meta?.version ?? 0,
+        epoch: meta?.epoch,
+        pending: { version: meta?.version ?? 0, epoch: meta?.epoch },
+        embedderId: meta?.embedderId ?? this.#embedder.id,
+        dimension: meta?.dimension ?? this.#embedder.dimension,
+        dirty: false,
+        queue: Promise.resolve(),
+      }
+      let rebuilt = false
+      if (meta !== undefined && meta.count > 0) {
+        const slicer = new TimeSlicer(this.#sliceMs)
+        for (const doc of this.#source.documents(namespace)) {
+          entry.bm25.add(doc.label, analyze(doc.text))
+          entry.refs.set(doc.label, doc.ref)
+          if (slicer.due()) await pause(slicer)
+        }
+        const expected = { dimension: meta.dimension, version: meta.version, count: meta.count, epoch: meta.epoch }
+        const current = await VectorIndex.load(entry.file, expected, this.#hnsw)
+        rebuilt = current === undefined
+        entry.vectors = current ?? (await this.#buildVectors(namespace, meta, pause))
+      }
+      const now = this.#source.meta(namespace)
+      if ((now?.version ?? 0) !== entry.version || now?.epoch !== entry.epoch) continue
+      this.#loaded.set(namespace, entry)
+      // Saved at once, so the next start finds the graph current.
+      if (rebuilt) void this.#enqueue(entry, () => this.#save(entry))
+      return entry
+    }
+  }
+
+  /** Rebuild a graph from LMDB's vectors, in slices. */
+  async #buildVectors(namespace: string, meta: NamespaceMeta, pause: (s: TimeSlicer) => Promise<void>): Promise<VectorIndex> {
     const index = VectorIndex.create(meta.dimension, this.#hnsw, meta.count)
-    for (const { label, vector } of this.#source.vectors(namespace)) index.add(label, vector)
-    try {
-      index.save(this.#file(namespace), meta)
-    } catch (err) {
-      this.#onSaveError(err, this.#file(namespace))
+    const slicer = new TimeSlicer(this.#sliceMs)
+    for (const { label, vector } of this.#source.vectors(namespace)) {
+      index.add(label, vector)
+      if (slicer.due()) await pause(slicer)
     }
     return index
   }
@@ -308,16 +427,44 @@ export class SearchIndex {
     return join(this.#dir, `${createHash('sha256').update(namespace).digest('hex').slice(0, 40)}.hnsw`)
   }
 
-  #applicable(namespace: string, fromVersion: number, meta: NamespaceMeta): Entry | undefined {
+  /**
+   * Run `change` on the loaded entry in its queue, if the entry is then at exactly `fromVersion`; one already past it
+   * ignores it; one that missed a change is dropped unsaved (the next use reloads from LMDB). Not loaded: nothing to do.
+   */
+  #apply(namespace: string, fromVersion: number, meta: NamespaceMeta, change: (entry: Entry) => Promise<void>): Promise<void> {
     const entry = this.#loaded.get(namespace)
-    if (entry === undefined || (entry.epoch === meta.epoch && entry.version >= meta.version)) return undefined
-    // A change from version 0 created the namespace (and its epoch): an entry loaded empty is at that state.
-    if (entry.version !== fromVersion || (fromVersion !== 0 && entry.epoch !== meta.epoch)) {
-      // This entry missed a change: drop it unsaved; the next use reloads from LMDB.
-      this.#loaded.delete(namespace)
-      return undefined
-    }
-    return entry
+    if (entry === undefined) return Promise.resolve()
+    this.#raisePending(entry, meta)
+    return this.#enqueue(entry, async () => {
+      if (entry.epoch === meta.epoch && entry.version >= meta.version) return
+      // A change from version 0 created the namespace (and its epoch): an entry loaded empty is at that state.
+      if (entry.version !== fromVersion || (fromVersion !== 0 && entry.epoch !== meta.epoch)) {
+        if (this.#loaded.peek(namespace) === entry) this.#loaded.delete(namespace)
+        return
+      }
+      try {
+        await change(entry)
+      } catch (err) {
+        // Half applied: unload it (LMDB has the whole change) and never save it.
+        entry.dirty = false
+        if (this.#loaded.peek(namespace) === entry) this.#loaded.delete(namespace)
+        this.#onApplyError(err, namespace)
+        return
+      }
+      this.#changed(entry, meta)
+    })
+  }
+
+  #raisePending(entry: Entry, meta: NamespaceMeta): void {
+    const p = entry.pending
+    if (p.epoch !== meta.epoch || p.version < meta.version) entry.pending = { version: meta.version, epoch: meta.epoch }
+  }
+
+  /** Append `work` to the entry's queue; the returned promise settles when it has run and never rejects. */
+  #enqueue(entry: Entry, work: () => Promise<void> | void): Promise<void> {
+    const run = entry.queue.then(work).catch((err: unknown) => this.#onApplyError(err, entry.file))
+    entry.queue = run
+    return run
   }
 
   #changed(entry: Entry, meta: NamespaceMeta): void {
@@ -331,20 +478,30 @@ export class SearchIndex {
     this.#timer = setTimeout(() => {
       this.#timer = undefined
       const start = performance.now()
-      this.flush()
-      this.#lastSave = { end: performance.now(), took: performance.now() - start }
+      void this.flush().then(() => {
+        this.#lastSave = { end: performance.now(), took: performance.now() - start }
+      })
     }, wait).unref()
   }
 
-  #save(entry: Entry): void {
+  /** Runs in the entry's queue (the graph must not change while the thread pool writes it). */
+  async #save(entry: Entry): Promise<void> {
     entry.dirty = false
     try {
       mkdirSync(this.#dir, { recursive: true })
       if (entry.vectors === null || entry.refs.size === 0) VectorIndex.remove(entry.file)
-      else entry.vectors.save(entry.file, { version: entry.version, epoch: entry.epoch })
+      else await entry.vectors.save(entry.file, { version: entry.version, epoch: entry.epoch })
     } catch (err) {
       this.#onSaveError(err, entry.file)
     }
+  }
+}
+
+/** A load cut short because the index was closed (shutdown). */
+export class IndexClosedError extends Error {
+  constructor() {
+    super('the search index was closed while loading')
+    this.name = 'IndexClosedError'
   }
 }
 

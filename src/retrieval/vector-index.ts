@@ -8,9 +8,16 @@
  *
  * Writes go to a temporary name and are renamed into place (graph first, then sidecar), so a crash mid-save leaves
  * either the old pair or a pair whose checksum does not match, never a file that looks current but is not.
+ *
+ * Loading and saving run off the event loop: hnswlib-node's `readIndex`/`writeIndex` run in libuv's thread pool and the
+ * checksum is computed over a streamed read. Done synchronously, one save of a 100k-vector graph (≈ 118 MB) blocked the
+ * loop ≈ 0.3 s and one load ≈ 0.8 s (profiles, issue 18). The graph must not change while the pool reads or writes it:
+ * the caller (search-index.ts) runs saves in the namespace's queue of changes. Searches may run meanwhile (both only
+ * read the graph).
  */
 import { createHash } from 'node:crypto'
-import { readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { createReadStream, rmSync } from 'node:fs'
+import { readFile, rename, stat, writeFile } from 'node:fs/promises'
 import hnswlib from 'hnswlib-node'
 import type { ScoredLabel } from './bm25.js'
 
@@ -75,27 +82,26 @@ export class VectorIndex {
   }
 
   /** The graph in `file` if it is current for `expect`; undefined if missing, stale or corrupt (then rebuild). */
-  static load(file: string, expect: Expected, params: HnswParams = DEFAULT_HNSW): VectorIndex | undefined {
+  static async load(file: string, expect: Expected, params: HnswParams = DEFAULT_HNSW): Promise<VectorIndex | undefined> {
     let side: Sidecar
-    let bytes: Buffer
     try {
-      side = JSON.parse(readFileSync(`${file}.json`, 'utf8')) as Sidecar
+      side = JSON.parse(await readFile(`${file}.json`, 'utf8')) as Sidecar
       if (side.format !== 1 || side.dimension !== expect.dimension || side.version !== expect.version || side.count !== expect.count ||
         (side.epoch ?? undefined) !== expect.epoch)
         return undefined
-      if (statSync(file).size !== side.bytes) return undefined
-      bytes = readFileSync(file)
+      if ((await stat(file)).size !== side.bytes) return undefined
+      if ((await sha256Of(file)) !== side.sha256) return undefined
     } catch (err) {
       // Missing or unreadable sidecar or graph: the caller rebuilds from LMDB, which is the source of truth.
       if (isFsOrJsonError(err)) return undefined
       throw err
     }
-    if (createHash('sha256').update(bytes).digest('hex') !== side.sha256) return undefined
     const hnsw = new hnswlib.HierarchicalNSW('cosine', expect.dimension)
     try {
-      hnsw.readIndexSync(file, false)
+      await hnsw.readIndex(file, false)
     } catch {
-      // Checksum matched but the native reader refused it (written by another hnswlib version): rebuild.
+      // Checksum matched but the native reader refused it (written by another hnswlib version, or replaced since the
+      // checksum was read): rebuild.
       return undefined
     }
     if (hnsw.getCurrentCount() !== side.count + side.deleted) return undefined
@@ -128,11 +134,9 @@ export class VectorIndex {
     this.#deleted++
   }
 
-  /** A fresh graph holding only `labels` (the live ones), without the space and detours of deleted vectors. */
-  compacted(labels: Iterable<number>, params: HnswParams = this.#params): VectorIndex {
-    const next = VectorIndex.create(this.dimension, params, this.#live)
-    for (const label of labels) next.add(label, Float32Array.from(this.#hnsw.getPoint(label)))
-    return next
+  /** A stored vector (to copy it into a compacted graph). */
+  vector(label: number): Float32Array {
+    return Float32Array.from(this.#hnsw.getPoint(label))
   }
 
   /** Up to `k` nearest labels, best first, scored by cosine similarity. */
@@ -145,27 +149,31 @@ export class VectorIndex {
     return neighbors.map((label, i) => ({ label, score: 1 - (distances[i] as number) }))
   }
 
-  /** Write the graph and its sidecar atomically (temporary names, then rename). */
-  save(file: string, state: { version: number; epoch?: string | undefined }): void {
+  /**
+   * Write the graph and its sidecar atomically (temporary names, then rename), in the thread pool. The graph must not
+   * change until the promise settles (searching it is fine).
+   */
+  async save(file: string, state: { version: number; epoch?: string | undefined }): Promise<void> {
     // Several processes may share DATA_DIR (WORKERS, replicas on one host): each writes its own temporary files, so
     // two saves of one graph never interleave in one file; the last rename wins and the sidecar's hash tells a graph
     // from another process's sidecar.
     const tmp = `${file}.${process.pid}.tmp`
-    this.#hnsw.writeIndexSync(tmp)
-    const bytes = readFileSync(tmp)
+    const count = this.#live
+    const deleted = this.#deleted
+    await this.#hnsw.writeIndex(tmp)
     const side: Sidecar = {
       format: 1,
       dimension: this.dimension,
       version: state.version,
       ...(state.epoch !== undefined ? { epoch: state.epoch } : {}),
-      count: this.#live,
-      deleted: this.#deleted,
-      bytes: bytes.length,
-      sha256: createHash('sha256').update(bytes).digest('hex'),
+      count,
+      deleted,
+      bytes: (await stat(tmp)).size,
+      sha256: await sha256Of(tmp),
     }
-    renameSync(tmp, file)
-    writeFileSync(`${file}.json.${process.pid}.tmp`, JSON.stringify(side))
-    renameSync(`${file}.json.${process.pid}.tmp`, `${file}.json`)
+    await rename(tmp, file)
+    await writeFile(`${file}.json.${process.pid}.tmp`, JSON.stringify(side))
+    await rename(`${file}.json.${process.pid}.tmp`, `${file}.json`)
   }
 
   /** Delete a namespace's files (after its last document is gone). */
@@ -184,6 +192,13 @@ function toArray(v: Float32Array): number[] {
   const a = new Array<number>(v.length)
   for (let i = 0; i < v.length; i++) a[i] = v[i] as number
   return a
+}
+
+/** Streamed, so hashing a 100 MB graph is many short steps rather than one long block of the event loop. */
+async function sha256Of(file: string): Promise<string> {
+  const hash = createHash('sha256')
+  for await (const chunk of createReadStream(file, { highWaterMark: 1 << 20 })) hash.update(chunk as Buffer)
+  return hash.digest('hex')
 }
 
 function isFsOrJsonError(err: unknown): boolean {

@@ -194,6 +194,8 @@ export class FileRepo {
     vectors: readonly Float32Array[]
     embedderId: string
     check: (meta: IndexMeta | undefined, adding: number) => void
+    /** Told inside the transaction, before the commit, what the change will be (see SearchIndex.expect). */
+    onChange?: (change: IndexChange) => void
   }): Promise<IndexChange> {
     const { tenant, file, chunks, vectors } = opts
     if (vectors.length !== chunks.length) throw new RangeError('insertFile: one vector per chunk')
@@ -204,12 +206,13 @@ export class FileRepo {
       const change = this.index.addInTxn(opts.namespace, vectors, opts.embedderId, opts.check)
       store.files.put([tenant, file.id], file)
       chunks.forEach((c, i) => store.chunks.put([tenant, file.id, i], { ...c, label: change.labels[i] as number } satisfies ChunkRow))
+      opts.onChange?.(change)
       return change
     })
   }
 
   /** Delete a file, its chunks and vectors in one transaction; undefined if the tenant has no such file. */
-  async deleteFile(tenant: string, namespace: string, id: string): Promise<IndexChange | undefined> {
+  async deleteFile(tenant: string, namespace: string, id: string, onChange?: (change: IndexChange) => void): Promise<IndexChange | undefined> {
     const store = this.#store
     return store.durable(() => {
       if (store.files.get([tenant, id]) === undefined) return undefined
@@ -221,7 +224,9 @@ export class FileRepo {
       }
       for (const key of keys) store.chunks.remove(key)
       store.files.remove([tenant, id])
-      return this.index.removeInTxn(namespace, labels)
+      const change = this.index.removeInTxn(namespace, labels)
+      onChange?.(change)
+      return change
     })
   }
 }
