@@ -58,8 +58,10 @@ export interface Config {
 
   /** Window used for models the upstream's list does not know. */
   defaultContextLength: Tokens
-  /** Reply reserve when the request has no max_tokens. */
+  /** Reply reserve when the request has no max_completion_tokens or max_tokens. */
   defaultMaxTokens: Tokens
+  /** Tokens counted for an image whose size cannot be read without a download (a remote URL), and per file part. */
+  mediaTokens: { image: Tokens; file: Tokens }
   /** Extra share of the window kept free for non-OpenAI vendors, by vendor prefix (`anthropic` → 0.1). */
   tokenMargins: Record<string, number>
   maxHistoryMessages: number
@@ -134,6 +136,8 @@ export const DEFAULTS = {
   MODELS_CACHE_TTL_MS: '300000',
   DEFAULT_CONTEXT_LENGTH: '8192',
   DEFAULT_MAX_TOKENS: '1024',
+  IMAGE_TOKENS_ESTIMATE: '765',
+  FILE_TOKENS_ESTIMATE: '1000',
   TOKEN_MARGINS: 'openai:0,anthropic:0.15,google:0.15,meta-llama:0.1,mistralai:0.15,*:0.1',
   MAX_HISTORY_MESSAGES: '400',
   MAX_SESSION_MESSAGES: '10000',
@@ -282,6 +286,7 @@ export function loadConfig(env: Env): Config {
     modelsCacheTtl: int('MODELS_CACHE_TTL_MS', 0),
     defaultContextLength: int('DEFAULT_CONTEXT_LENGTH', 256),
     defaultMaxTokens: int('DEFAULT_MAX_TOKENS', 1),
+    mediaTokens: { image: int('IMAGE_TOKENS_ESTIMATE', 0), file: int('FILE_TOKENS_ESTIMATE', 0) },
     tokenMargins: parseMargins(get('TOKEN_MARGINS')),
     maxHistoryMessages: int('MAX_HISTORY_MESSAGES', 0),
     maxSessionMessages: int('MAX_SESSION_MESSAGES', 2),

@@ -132,7 +132,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   })
   const catalog = new ModelCatalog({ upstream, ttl: config.modelsCacheTtl, clock })
 
-  const counter = new TokenCounter({ margins: config.tokenMargins })
+  const counter = new TokenCounter({ margins: config.tokenMargins, media: config.mediaTokens })
   const sessions = new SessionRepo(store, { maxMessagesPerSession: config.maxSessionMessages, clock: now, counter })
   const embedder = createEmbedder(config)
   const knowledge = new KnowledgeBase({

@@ -4,6 +4,7 @@ import * as cl100k from 'gpt-tokenizer/encoding/cl100k_base'
 import { encodeChat } from 'gpt-tokenizer'
 import { pack, type PackInput, type RetrievalInput } from '../src/context/packer.js'
 import { TokenCounter } from '../src/context/tokenizer.js'
+import { pairingError } from '../src/mock-upstream/content.js'
 import { storedMessage, type StoredMessage } from '../src/storage/session-repo.js'
 import type { ChatMessage, Role } from '../src/types.js'
 
@@ -310,4 +311,60 @@ t.test('recall seam: only when history does not fit, between history and the ret
   const dropped = pack(input({ reserve: 0, window, history, recall: greedy }))
   t.equal(dropped.recalledMessages, 0)
   t.same(dropped.messages, without.messages)
+})
+
+/** A stored history of random units: plain turns, answered tool units, and units that cannot be sent as they are. */
+const unitHistoryArb = fc
+  .array(
+    fc.oneof(
+      fc.constant<'turn'>('turn'),
+      fc.integer({ min: 1, max: 3 }).map((calls) => ({ calls, answered: calls })),
+      fc.integer({ min: 1, max: 3 }).chain((calls) => fc.integer({ min: 0, max: calls - 1 }).map((answered) => ({ calls, answered }))),
+      fc.constant<'orphan'>('orphan'),
+    ),
+    { maxLength: 25 },
+  )
+  .map((units) => {
+    const out: StoredMessage[] = []
+    const add = (m: ChatMessage): void => void out.push(storedMessage(out.length, m, counter.storedContentTokens(m), 0))
+    units.forEach((u, n) => {
+      if (u === 'turn') {
+        add({ role: 'user', content: `question ${n}` })
+        add({ role: 'assistant', content: `answer ${n}` })
+      } else if (u === 'orphan') {
+        add({ role: 'tool', tool_call_id: `gone_${n}`, content: 'a result whose call was pruned' })
+      } else {
+        add({ role: 'user', content: `do task ${n}` })
+        const ids = Array.from({ length: u.calls }, (_, i) => `call_${n}_${i}`)
+        add({ role: 'assistant', content: null, tool_calls: ids.map((id) => ({ id, type: 'function', function: { name: 'f', arguments: `{"n":${n}}` } })) })
+        for (const id of ids.slice(0, u.answered)) add({ role: 'tool', tool_call_id: id, content: `result ${id}` })
+        if (u.answered === u.calls) add({ role: 'assistant', content: `done ${n}` })
+      }
+    })
+    return out
+  })
+
+t.test('tool units: never split, never an unanswered call or an orphaned result, history opens with a user turn (random)', async (t) => {
+  fc.assert(
+    fc.property(unitHistoryArb, fc.integer({ min: 60, max: 1500 }), fc.integer({ min: 0, max: 40 }), (history, window, limit) => {
+      const requestOther: ChatMessage[] = [{ role: 'user', content: 'and now?' }]
+      let res
+      try {
+        res = pack(input({ window, reserve: 0, history, requestOther, maxHistoryMessages: limit }))
+      } catch {
+        return counter.chatTokens(requestOther, MODEL) > window
+      }
+      const ms = res.messages
+      // The mock provider's own implementation of OpenAI's rule, independent of the gateway's.
+      if (pairingError(ms as unknown[]) !== undefined) return false
+      if (res.totalTokens > window || res.includedHistory > limit) return false
+      if (res.includedHistory > 0 && ms[0]?.role !== 'user') return false
+      // Kept history is in stored order.
+      const kept = ms.slice(0, res.includedHistory)
+      const seqs = kept.map((m) => history.findIndex((s) => s.message === m))
+      return seqs.every((s, i) => s >= 0 && (i === 0 || s > (seqs[i - 1] as number)))
+    }),
+    { seed: 13, numRuns: 400 },
+  )
+  t.pass('holds for 400 random histories')
 })
