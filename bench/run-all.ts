@@ -5,6 +5,7 @@
  *                              [--stream-ramp 2] [--stream-words 60]
  *
  * --quick    fewer rounds and a 10k-chunk knowledge base (about a minute and a half)
+ * --only scale   the scaling scenario (Redis limit check, workers 1 vs 2; needs redis-server), not in the default run
  * --profile  profile the servers (V8's sampling profiler, as node --cpu-prof) in each measured phase and print their
  *            hottest functions after the table, per request where the phase counted them
  * --verbose  print every arm's samples, percentiles, throughput and CPU per request as they are measured
@@ -25,6 +26,7 @@ import type { ScenarioContext } from './lib/stack.js'
 import { renderTable, type Row } from './lib/table.js'
 import { knowledgeScenario } from './scenarios/knowledge.js'
 import { relayScenario, type ScenarioResult } from './scenarios/relay.js'
+import { scaleScenario } from './scenarios/scale.js'
 import { sessionScenario } from './scenarios/session.js'
 import { streamsScenario } from './scenarios/streams.js'
 import { sustainedScenario } from './scenarios/sustained.js'
@@ -35,7 +37,12 @@ const SCENARIOS: Record<string, (ctx: ScenarioContext) => Promise<ScenarioResult
   knowledge: knowledgeScenario,
   streams: streamsScenario,
   sustained: sustainedScenario,
+  // Needs redis-server; run with --only scale.
+  scale: scaleScenario,
 }
+
+/** What `npm run bench` runs without --only. */
+const DEFAULT_SCENARIOS = ['relay', 'session', 'knowledge', 'streams', 'sustained']
 
 function flag(argv: string[], name: string): string | undefined {
   const i = argv.indexOf(`--${name}`)
@@ -44,7 +51,7 @@ function flag(argv: string[], name: string): string | undefined {
   return eq ? eq.slice(name.length + 3) : (argv[i + 1] ?? '')
 }
 
-export async function runSuite(argv: string[], defaults: string[] = Object.keys(SCENARIOS)): Promise<void> {
+export async function runSuite(argv: string[], defaults: string[] = DEFAULT_SCENARIOS): Promise<void> {
   const quick = argv.includes('--quick')
   const profile = argv.includes('--profile')
   const verbose = argv.includes('--verbose')

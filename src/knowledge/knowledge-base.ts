@@ -92,6 +92,16 @@ export class KnowledgeBase {
       source: {
         meta: (ns) => repo.index.meta(ns),
         vectors: (ns) => repo.index.vectors(ns),
+        changes: (ns, from, to) => repo.index.changes(ns, from, to),
+        vector: (ns, label) => repo.index.vector(ns, label),
+        document(ns, ref) {
+          const tenant = tenantOf(ns)
+          const [fileId, index] = ref
+          if (typeof fileId !== 'string' || typeof index !== 'number') return undefined
+          const chunk = repo.getChunk(tenant, fileId, index)
+          const file = repo.getFile(tenant, fileId)
+          return chunk === undefined || file === undefined ? undefined : indexText(file.filename, chunk)
+        },
         *documents(ns) {
           const tenant = tenantOf(ns)
           const names = new Map<string, string>()

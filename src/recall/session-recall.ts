@@ -180,6 +180,14 @@ export class SessionRecall {
       source: {
         meta: (ns) => this.#records.meta(ns),
         vectors: (ns) => this.#records.vectors(ns),
+        changes: (ns, from, to) => this.#records.changes(ns, from, to),
+        vector: (ns, label) => this.#records.vector(ns, label),
+        document(ns, ref) {
+          const owner = meta.get(ownerKey(ns)) as Owner | undefined
+          const seq = ref[0]
+          if (owner === undefined || typeof seq !== 'number') return undefined
+          return sessions.messagesAt(owner.tenant, owner.sessionId, [seq]).get(seq)?.text
+        },
         *documents(ns) {
           const owner = meta.get(ownerKey(ns)) as Owner | undefined
           if (owner === undefined) return
@@ -380,7 +388,8 @@ export class SessionRecall {
         .filter((d) => !gone.has(d.m) && !isZero(d.vector))
       if (docs.length > 0) {
         if (meta.get(ownerKey(ns)) === undefined) meta.put(ownerKey(ns), { tenant, sessionId } satisfies Owner)
-        const change = this.#records.addInTxn(ns, docs.map((d) => d.vector), this.#embedder.id, () => undefined)
+        const refs = docs.map((d) => [d.m.seq])
+        const change = this.#records.addInTxn(ns, docs.map((d) => d.vector), this.#embedder.id, () => undefined, refs)
         docs.forEach((d, i) => meta.put(docKey(ns, d.m.seq), { label: change.labels[i] as number, line: d.line } satisfies RecallDoc))
         const indexed = docs.map((d, i) => ({ label: change.labels[i] as number, ref: [d.m.seq], text: d.m.text, vector: d.vector }))
         steps.push(() => this.#index.applyAdd(ns, change.fromVersion, change.meta, indexed))

@@ -69,6 +69,20 @@ export interface IndexSource {
   meta(namespace: string): NamespaceMeta | undefined
   documents(namespace: string): Iterable<IndexedDoc>
   vectors(namespace: string): Iterable<{ label: number; vector: Float32Array }>
+  /**
+   * Optional, for catching up with changes another process committed: the change log of versions `from`..`to`
+   * (undefined when part of it is no longer kept), one document's text by ref and one vector by label (undefined when
+   * gone since). Without them, or when the log falls short, a namespace that is behind is reloaded whole.
+   */
+  changes?(namespace: string, from: number, to: number): ReadonlyArray<IndexLogEntry> | undefined
+  document?(namespace: string, ref: DocRef): string | undefined
+  vector?(namespace: string, label: number): Float32Array | undefined
+}
+
+/** One committed version of a namespace: the labels it added (with their refs) and removed. */
+export interface IndexLogEntry {
+  add?: ReadonlyArray<readonly [number, DocRef]>
+  remove?: readonly number[]
 }
 
 export interface IndexHit {
@@ -352,6 +366,9 @@ export class SearchIndex {
     if (cached !== undefined) {
       const { version, epoch } = cached.pending
       if (epoch === meta?.epoch ? (meta?.version ?? 0) <= version : meta === undefined && version === 0) return cached
+      // Behind within the same generation: apply what it missed from the change log (a few documents) rather than
+      // reload the namespace (seconds at 100k chunks).
+      if (meta !== undefined && epoch === meta.epoch && this.#hasLog()) return this.#catchUp(namespace, cached, meta)
       // Unsaved changes of a stale entry are older than what is committed: nothing worth saving.
       cached.dirty = false
       this.#loaded.delete(namespace)
@@ -439,6 +456,8 @@ export class SearchIndex {
       if (entry.epoch === meta.epoch && entry.version >= meta.version) return
       // A change from version 0 created the namespace (and its epoch): an entry loaded empty is at that state.
       if (entry.version !== fromVersion || (fromVersion !== 0 && entry.epoch !== meta.epoch)) {
+        // Another process committed in between (WORKERS): the log has its change and this one; else reload.
+        if (entry.epoch === meta.epoch && entry.version < fromVersion && (await this.#catchUpNow(namespace, entry, meta))) return
         if (this.#loaded.peek(namespace) === entry) this.#loaded.delete(namespace)
         return
       }
@@ -453,6 +472,68 @@ export class SearchIndex {
       }
       this.#changed(entry, meta)
     })
+  }
+
+  #hasLog(): boolean {
+    const s = this.#source
+    return s.changes !== undefined && s.document !== undefined && s.vector !== undefined
+  }
+
+  /**
+   * Bring a loaded entry that missed other processes' changes up to `meta` from the change log, in its queue (after any
+   * change of this process already queued), and resolve with the entry to search: this one, or a reload when the log
+   * could not bring it there.
+   */
+  #catchUp(namespace: string, entry: Entry, meta: NamespaceMeta): Promise<Entry> {
+    this.#raisePending(entry, meta)
+    const done = this.#enqueue(entry, async () => {
+      if (entry.epoch === meta.epoch && entry.version >= meta.version) return
+      if (!(await this.#catchUpNow(namespace, entry, meta)) && this.#loaded.peek(namespace) === entry) this.#loaded.delete(namespace)
+    })
+    return done.then(() => {
+      if (this.#loaded.peek(namespace) === entry) return entry
+      return this.#entry(namespace, this.#source.meta(namespace))
+    })
+  }
+
+  /**
+   * Runs in the entry's queue: apply versions entry.version+1 .. meta.version from the log, in slices. False when the
+   * log does not reach back that far (or another dimension started over): the caller unloads. A failure part-way
+   * unloads the entry (never saved) and is reported, like a failed apply.
+   */
+  async #catchUpNow(namespace: string, entry: Entry, meta: NamespaceMeta): Promise<boolean> {
+    const src = this.#source
+    const log = src.changes?.(namespace, entry.version + 1, meta.version)
+    if (log === undefined || src.document === undefined || src.vector === undefined) return false
+    if (entry.vectors !== null && entry.refs.size > 0 && entry.vectors.dimension !== meta.dimension) return false
+    try {
+      const slicer = new TimeSlicer(this.#sliceMs)
+      for (const change of log) {
+        for (const label of change.remove ?? []) {
+          if (!entry.refs.delete(label)) continue
+          entry.bm25.remove(label)
+          entry.vectors?.remove(label)
+        }
+        for (const [label, ref] of change.add ?? []) {
+          // Gone since (a later version removed it): nothing to add, and that version's removal finds nothing.
+          const text = src.document(namespace, ref)
+          const vector = src.vector(namespace, label)
+          if (text === undefined || vector === undefined || entry.refs.has(label)) continue
+          if (entry.vectors === null || entry.vectors.dimension !== meta.dimension) entry.vectors = VectorIndex.create(meta.dimension, this.#hnsw)
+          entry.bm25.add(label, analyze(text))
+          entry.refs.set(label, ref)
+          entry.vectors.add(label, vector)
+          if (slicer.due()) await slicer.pause()
+        }
+      }
+    } catch (err) {
+      entry.dirty = false
+      if (this.#loaded.peek(namespace) === entry) this.#loaded.delete(namespace)
+      this.#onApplyError(err, namespace)
+      return true
+    }
+    this.#changed(entry, meta)
+    return true
   }
 
   #raisePending(entry: Entry, meta: NamespaceMeta): void {

@@ -4,6 +4,7 @@
  *   chunks  [tenant, fileId, chunkIndex] → ChunkRow
  *   vectors [namespace, label]           → float32 bytes of the chunk's embedding
  *   meta    ['index', namespace]         → IndexMeta (embedder, version, live count, next label)
+ *   meta    ['ilog', namespace, version] → IndexLogEntry: what that version changed (the last INDEX_LOG_KEEP kept)
  *
  * A file is written, or deleted, together with its chunks, vectors and namespace meta in one `store.durable` unit (all
  * or nothing even if it throws part-way, and flushed to disk before it resolves): a failed ingestion leaves nothing,
@@ -54,6 +55,21 @@ export interface IndexChange {
   labels: number[]
 }
 
+/**
+ * One committed change to a namespace, by version: labels added (with the owner's ref of each) and removed. Another
+ * process whose loaded index is a few versions behind applies these instead of reloading the whole namespace.
+ */
+export interface IndexLogEntry {
+  add?: Array<[label: number, ref: readonly (string | number)[]]>
+  remove?: number[]
+}
+
+/**
+ * Versions of change log kept per namespace. A process further behind than this reloads the namespace whole; 256
+ * covers minutes of uploads or chat turns, and the entries are small (labels and refs, no text or vectors).
+ */
+export const INDEX_LOG_KEEP = 256
+
 // Ids are ASCII ('file-…', hex tenant ids), so ['', '\uffff'] brackets every id under a prefix.
 const LOW = ''
 const HIGH = '\uffff'
@@ -83,6 +99,22 @@ export class IndexRecords {
     return out
   }
 
+  vector(namespace: string, label: number): Float32Array | undefined {
+    const v = this.#store.vectors.get([namespace, label])
+    return v === undefined ? undefined : decodeVector(v as Uint8Array)
+  }
+
+  /** The log entries of versions `from`..`to` (inclusive), or undefined when any of them is no longer kept. */
+  changes(namespace: string, from: number, to: number): IndexLogEntry[] | undefined {
+    const out: IndexLogEntry[] = []
+    for (let v = from; v <= to; v++) {
+      const e = this.#store.meta.get(['ilog', namespace, v]) as IndexLogEntry | undefined
+      if (e === undefined) return undefined
+      out.push(e)
+    }
+    return out
+  }
+
   *vectors(namespace: string): Iterable<{ label: number; vector: Float32Array }> {
     for (const { key, value } of this.#store.vectors.getRange({ start: [namespace, 0], end: [namespace, Number.MAX_SAFE_INTEGER] })) {
       yield { label: (key as [string, number])[1], vector: decodeVector(value as Uint8Array) }
@@ -98,6 +130,8 @@ export class IndexRecords {
     vectors: readonly Float32Array[],
     embedderId: string,
     check: (meta: IndexMeta | undefined, adding: number) => void,
+    /** The owner's ref of each vector's document (logged, so other processes can fetch the document). */
+    refs?: ReadonlyArray<readonly (string | number)[]>,
   ): IndexChange {
     const before = this.meta(namespace)
     check(before, vectors.length)
@@ -117,6 +151,7 @@ export class IndexRecords {
     }
     if (meta.epoch === undefined) delete meta.epoch
     this.#store.meta.put(['index', namespace], meta)
+    if (refs !== undefined) this.#log(namespace, meta.version, { add: labels.map((l, i) => [l, refs[i] ?? []]) })
     return { fromVersion: before?.version ?? 0, meta, labels }
   }
 
@@ -134,6 +169,7 @@ export class IndexRecords {
       ...(before?.epoch !== undefined ? { epoch: before.epoch } : {}),
     }
     this.#store.meta.put(['index', namespace], meta)
+    this.#log(namespace, meta.version, { remove: [...labels] })
     return { fromVersion: before?.version ?? 0, meta, labels: [...labels] }
   }
 
@@ -145,7 +181,15 @@ export class IndexRecords {
       this.#store.vectors.remove(key)
     }
     this.#store.meta.remove(['index', namespace])
+    for (const key of this.#store.meta.getKeys({ start: ['ilog', namespace, 0], end: ['ilog', namespace, Number.MAX_SAFE_INTEGER] }))
+      this.#store.meta.remove(key)
     return labels
+  }
+
+  /** Record what `version` changed and forget the entry that fell out of the kept window. */
+  #log(namespace: string, version: number, entry: IndexLogEntry): void {
+    this.#store.meta.put(['ilog', namespace, version], entry)
+    if (version > INDEX_LOG_KEEP) this.#store.meta.remove(['ilog', namespace, version - INDEX_LOG_KEEP])
   }
 }
 
@@ -203,7 +247,8 @@ export class FileRepo {
     return store.durable(() => {
       // Ids are random; a repeat (only possible with an injected random source) must not overwrite a file.
       if (store.files.get([tenant, file.id]) !== undefined) throw new Error(`insertFile: ${file.id} already exists`)
-      const change = this.index.addInTxn(opts.namespace, vectors, opts.embedderId, opts.check)
+      const refs = chunks.map((_, i) => [file.id, i])
+      const change = this.index.addInTxn(opts.namespace, vectors, opts.embedderId, opts.check, refs)
       store.files.put([tenant, file.id], file)
       chunks.forEach((c, i) => store.chunks.put([tenant, file.id, i], { ...c, label: change.labels[i] as number } satisfies ChunkRow))
       opts.onChange?.(change)
