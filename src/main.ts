@@ -71,7 +71,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   const logger = createLogger({ level: config.logLevel, ...(opts.logDestination ? { destination: opts.logDestination } : {}) })
   const metrics = createMetrics()
 
-  const store = openStore({ dir: config.dataDir })
+  const store = openStore({ dir: config.dataDir, onDurable: (ms, ok) => metrics.storeOp({ store: 'lmdb', op: 'commit', ms, ok }) })
   const keys = new KeyRepo(store, { now })
   await ensureFirstKey(config, keys, opts.onBootstrapKey)
   const authenticator = new Authenticator({ inlineKeys: config.serviceKeys, stored: keys })

@@ -259,13 +259,13 @@ export function createMetrics(o: MetricsOptions = {}): Metrics {
 
   const storeDuration = new CellHistogram(
     'recallgate_store_operation_seconds',
-    'Calls to an external store (redis, postgres) by store and operation, failed ones included.',
+    'Calls to a store (redis, lmdb) by store and operation, failed ones included.',
     registry,
     BUCKETS.store,
   )
   const storeErrors = new CellCounter(
     'recallgate_store_errors_total',
-    'Calls to an external store that failed (unreachable, timed out, refused), by store and operation.',
+    'Calls to a store that failed (unreachable, timed out, refused, a failed commit), by store and operation.',
     registry,
   )
   const fallbackCounter = new CellCounter(

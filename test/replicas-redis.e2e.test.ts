@@ -11,6 +11,10 @@ import { spawnGateway } from './helpers/child-gateway.js'
 import { startHarness } from './helpers/harness.js'
 import { freePort, sharedRedisUrl } from './helpers/services.js'
 
+// Child gateways start in ~1 s from dist (CI), but from source under a loaded machine each can take tens of seconds.
+t.setTimeout(360_000)
+const READY = { readyTimeoutMs: 150_000 }
+
 const KEY = `sk-replica-test-${process.pid}-${Date.now()}`
 
 t.test('a free plan of 5 per minute admits exactly 5 across two replicas', async (t) => {
@@ -25,7 +29,7 @@ t.test('a free plan of 5 per minute admits exactly 5 across two replicas', async
     RATE_LIMITS: 'free:5',
     REDIS_URL: redisUrl,
   })
-  const [a, b] = await Promise.all([spawnGateway(env()), spawnGateway(env())])
+  const [a, b] = await Promise.all([spawnGateway(env(), READY), spawnGateway(env(), READY)])
   t.teardown(() => Promise.all([a.stop(), b.stop()]))
 
   for (const gw of [a, b]) {
@@ -62,7 +66,9 @@ t.test('Redis unreachable: allow keeps serving on the local limiter and stays re
   const ready = await allow.fetch('/readyz', { key: null })
   t.equal(ready.status, 200, 'with allow, a Redis outage does not take the replica out of the balancer')
   t.same(await ready.json(), { status: 'ready', stores: { lmdb: 'ok', redis: 'unavailable' } })
+  await allow.client().chat.completions.create({ model: 'openai/gpt-4o', messages: [{ role: 'user', content: 'hi' }], ...({ sessionId: 'm' } as object) })
   const metrics = await (await allow.fetch('/metrics', { key: null })).text()
+  t.match(metrics, /recallgate_store_operation_seconds_count\{store="lmdb",op="commit"\} 1\n/, 'the saved exchange: one durable commit')
   t.match(metrics, /recallgate_store_errors_total\{store="redis",op="rate_check"\} [1-9]/)
   t.match(metrics, /recallgate_rate_limit_fallback_total\{outcome="allowed"\} 2/)
   t.match(metrics, /recallgate_rate_limit_fallback_total\{outcome="limited"\} 1/)

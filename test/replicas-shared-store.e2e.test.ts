@@ -14,6 +14,10 @@ import { startMockUpstream } from '../src/mock-upstream.js'
 import { spawnGateway, type ChildGateway } from './helpers/child-gateway.js'
 import { sharedRedisUrl } from './helpers/services.js'
 
+// Child gateways start in ~1 s from dist (CI), but from source under a loaded machine each can take tens of seconds.
+t.setTimeout(360_000)
+const READY = { readyTimeoutMs: 150_000 }
+
 const KEY = `sk-shared-store-${process.pid}-${Date.now()}`
 const FREE = `sk-shared-free-${process.pid}-${Date.now()}`
 type Meta = { memory: { historyMessages: number }; rag: { resultsFound: number; sources: Array<{ file_id: string }> } }
@@ -53,8 +57,7 @@ t.test('two processes, one DATA_DIR and one Redis', async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'recallgate-shared-'))
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))
   const env = { UPSTREAM_BASE_URL: mock.url, DATA_DIR: dataDir, SERVICE_KEYS: `${KEY}:unlimited`, REDIS_URL: redisUrl }
-  const a = await spawnGateway(env)
-  const b = await spawnGateway(env)
+  const [a, b] = await Promise.all([spawnGateway(env, READY), spawnGateway(env, READY)])
   t.teardown(() => Promise.all([a.stop(), b.stop()]))
 
   t.test('a session written on one is read on the other, however warm its cache', async (t) => {
@@ -146,7 +149,7 @@ t.test('serve --workers 2: one port, limits shared, writes seen by every worker,
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))
   const gw = await spawnGateway(
     { UPSTREAM_BASE_URL: mock.url, DATA_DIR: dataDir, SERVICE_KEYS: `${KEY}:unlimited,${FREE}:free`, RATE_LIMITS: 'free:5', REDIS_URL: redisUrl },
-    { args: ['--workers', '2'], readyTimeoutMs: 60_000 },
+    { args: ['--workers', '2'], ...READY },
   )
   t.teardown(() => gw.stop())
   const listening = (): number => gw.stdout().split('\n').filter((l) => l.includes('recallgate listening')).length

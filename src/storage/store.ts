@@ -49,6 +49,8 @@ export interface StoreOptions {
   dir: string
   /** Map size ceiling is managed by lmdb-js (it grows the map); this caps the number of named databases. */
   maxDbs?: number
+  /** Told the duration of every `durable` unit (commit + flush) and whether it failed: the store's metrics. */
+  onDurable?: (ms: number, ok: boolean) => void
 }
 
 export const SCHEMA_VERSION = 1
@@ -73,9 +75,26 @@ export function openStore(opts: StoreOptions): Store {
     meta: db('meta'),
     transaction: (fn) => root.transaction(fn),
     durable: async (fn) => {
-      const result = await root.childTransaction(fn)
-      await root.flushed
-      return result
+      // performance.now() times a cost for metrics; no decision depends on it.
+      const started = performance.now()
+      // A callback that throws is its caller refusing (a bound, a check), not the store failing: not reported.
+      let refused = false
+      try {
+        const result = await root.childTransaction(() => {
+          try {
+            return fn()
+          } catch (err) {
+            refused = true
+            throw err
+          }
+        })
+        await root.flushed
+        opts.onDurable?.(performance.now() - started, true)
+        return result
+      } catch (err) {
+        if (!refused) opts.onDurable?.(performance.now() - started, false)
+        throw err
+      }
     },
     transactionSync: (fn) => root.transactionSync(fn),
     close: () => root.close(),
