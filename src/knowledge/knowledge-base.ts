@@ -11,12 +11,13 @@ import { gatewayError } from '../errors.js'
 import { FileRepo, type ChunkRow, type FileRow, type IndexMeta } from '../storage/file-repo.js'
 import type { Store } from '../storage/store.js'
 import type { Clock, Tokens } from '../types.js'
-import { chunkTerms } from '../retrieval/chunk-terms.js'
-import { chunkText, type Chunk } from '../ingest/chunker.js'
-import type { Embedder } from '../retrieval/embedder.js'
-import { extract, formatOfType, type Format } from '../ingest/extract.js'
+import type { Chunk } from '../ingest/chunker.js'
+import { LocalEmbedder, type Embedder } from '../retrieval/embedder.js'
+import { formatOfType, type Format } from '../ingest/extract.js'
 import { IndexClosedError, SearchIndex, type SearchMode } from '../retrieval/search-index.js'
 import type { HnswParams } from '../retrieval/vector-index.js'
+import { prepareFile, titleOf } from './prepare.js'
+import { PreparePool } from './prepare-pool.js'
 
 export { renderContextMessage, selectContext } from './context-message.js'
 
@@ -62,6 +63,11 @@ export interface KnowledgeBaseOptions {
   hnsw?: Partial<HnswParams>
   /** Told when an index file cannot be saved (it is rebuilt from LMDB at the next start); a process warning by default. */
   onIndexSaveError?: (err: unknown, file: string) => void
+  /**
+   * Prepare uploads (extract, chunk, analyze, embed locally) in a worker thread, off the event loop. Default true;
+   * false runs it inline (one-shot tools that do nothing else meanwhile).
+   */
+  prepareInWorker?: boolean
 }
 
 const MAX_K = 100
@@ -72,9 +78,11 @@ export class KnowledgeBase {
   readonly #embedder: Embedder
   readonly #opts: KnowledgeBaseOptions
   readonly #maxChunksPerTenant: number
+  readonly #pool: PreparePool | undefined
 
   constructor(opts: KnowledgeBaseOptions) {
     this.#opts = opts
+    this.#pool = opts.prepareInWorker === false ? undefined : new PreparePool()
     this.#embedder = opts.embedder
     this.#repo = new FileRepo(opts.store)
     this.#maxChunksPerTenant = opts.maxChunksPerTenant ?? 1_000_000
@@ -137,13 +145,16 @@ export class KnowledgeBase {
     tenant: string,
     file: { filename: string; contentType: string | undefined; bytes: Buffer; metadata: Record<string, unknown> | null },
   ): Promise<FileRecord> {
-    const extracted = await extract(file)
-    const chunks = chunkText(extracted, {
+    const local = this.#embedder instanceof LocalEmbedder ? this.#embedder.dimension : undefined
+    const prepareOptions = {
       chunkTokens: this.#opts.chunkTokens,
-      overlapTokens: this.#opts.chunkOverlap,
-      maxChunks: this.#opts.maxChunksPerFile,
-    })
-    if (chunks.length === 0) throw gatewayError('empty_file', { param: 'file', message: `${file.filename} has no extractable text` })
+      chunkOverlap: this.#opts.chunkOverlap,
+      maxChunksPerFile: this.#opts.maxChunksPerFile,
+      localDimension: local,
+    }
+    const input = { filename: file.filename, contentType: file.contentType, bytes: file.bytes }
+    const prepared = this.#pool !== undefined ? await this.#pool.prepare(input, prepareOptions) : await prepareFile(input, prepareOptions)
+    const { chunks, terms } = prepared
     const ns = namespaceOf(tenant)
     const check = (meta: IndexMeta | undefined, adding: number): void => {
       this.#index.checkEmbedder(meta)
@@ -156,9 +167,7 @@ export class KnowledgeBase {
     // Refuse before paying for embeddings; checked again inside the transaction, where it is authoritative.
     check(this.#repo.index.meta(ns), chunks.length)
     const texts = chunks.map((c) => indexText(file.filename, c))
-    // Analyzed once for BM25 and the embedder, and each stretch of text once although chunks overlap.
-    const terms = chunkTerms(extracted.text, titleOf(file.filename), chunks)
-    const vectors = this.#embedder.embedTerms ? await this.#embedder.embedTerms(terms) : await this.#embedder.embed(texts)
+    const vectors = prepared.vectors ?? (this.#embedder.embedTerms ? await this.#embedder.embedTerms(terms) : await this.#embedder.embed(texts))
     validateVectors(vectors, chunks.length, this.#embedder.dimension)
     const record: FileRecord = {
       id: `file-${this.#newId()}`,
@@ -169,7 +178,7 @@ export class KnowledgeBase {
       status: 'processed',
       created_at: Math.floor(this.#opts.clock() / 1000),
       metadata: file.metadata,
-      content_type: contentTypeOf(extracted.format, file.contentType),
+      content_type: contentTypeOf(prepared.format, file.contentType),
     }
     // Loaded before the write, so the change is applied in memory instead of forcing a rebuild later.
     await this.#index.load(ns)
@@ -257,8 +266,9 @@ export class KnowledgeBase {
     return this.#index.flush()
   }
 
-  close(): Promise<void> {
-    return this.#index.close()
+  async close(): Promise<void> {
+    await this.#pool?.close()
+    await this.#index.close()
   }
 
   #newId(): string {
@@ -282,9 +292,6 @@ function indexText(filename: string, c: Pick<Chunk | ChunkRow, 'headingPath' | '
   return [titleOf(filename), ...c.headingPath, c.text].filter(Boolean).join('\n')
 }
 
-function titleOf(filename: string): string {
-  return filename.replace(/\.[^.]*$/, '').replace(/[_\-.]+/g, ' ')
-}
 
 function toRow(c: Chunk): Omit<ChunkRow, 'label'> {
   return { text: c.text, tokens: c.tokens, start: c.start, end: c.end, headingPath: c.headingPath }
