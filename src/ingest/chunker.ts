@@ -96,15 +96,15 @@ export function chunkText(doc: { text: string; blocks: readonly Block[] }, opts:
   /** The unit's count without the spaces before it: only its first word tokenizes differently. */
   const withoutLead = (u: Unit): Tokens => {
     if (u.lead === u.start) return u.tokens
-    const p = text.indexOf(' ', u.start)
-    if (p === -1 || p >= u.end) return count(text.slice(u.start, u.tail))
+    const p = spaceAfter(text, u.start, u.end)
+    if (p === -1) return count(text.slice(u.start, u.tail))
     return u.tokens - count(text.slice(u.lead, p)) + count(text.slice(u.start, p))
   }
   /** The unit's count (with its spaces before) without the line breaks after it: only its last word differs. */
   const withoutTail = (u: Unit): Tokens => {
     if (u.tail === u.end) return u.tokens
-    const q = text.lastIndexOf(' ', u.end - 1)
-    if (q <= u.start) return count(text.slice(u.lead, u.end))
+    const q = spaceBefore(text, u.end - 1, u.start)
+    if (q === -1) return count(text.slice(u.lead, u.end))
     return u.tokens - count(text.slice(q, u.tail)) + count(text.slice(q, u.end))
   }
 
@@ -139,19 +139,44 @@ export function chunkText(doc: { text: string; blocks: readonly Block[] }, opts:
     curTokens += u.tokens
   }
 
-  const units = collectUnits(text, doc.blocks, pieceTokens, count)
-  for (const u of units) add(u)
+  // Units are packed as they are found, so a file past `maxChunks` is refused after counting that many chunks' worth
+  // of text, not all of it (a 15 MB file of base64 is ~50,000 chunks: refused after a fifth of the work).
+  collectUnits(text, doc.blocks, pieceTokens, count, add)
   if (cur.length > 0) emit(cur)
   return chunks
 }
 
-/** Headings, sentences and lines in document order, each with its heading path and token count. */
-function collectUnits(text: string, blocks: readonly Block[], pieceTokens: Tokens, count: (s: string) => Tokens): Unit[] {
-  const units: Unit[] = []
+/** Headings, sentences and lines in document order, each with its heading path and token count, passed to `onUnit`. */
+function collectUnits(
+  text: string,
+  blocks: readonly Block[],
+  pieceTokens: Tokens,
+  count: (s: string) => Tokens,
+  onUnit: (u: Unit) => void,
+): void {
+  // The whitespace between neighbours is shared out (up to and including the last line break goes to the unit
+  // before), so a unit is counted and passed on once the next one is known.
+  let pending: Unit | undefined
   const unit = (start: number, end: number, para: number, heading: boolean, path: string[]): void => {
-    const prev = units[units.length - 1]
+    const prev = pending
     const cut = prev !== undefined && prev.end === start && !isSpace(text.charCodeAt(start - 1))
-    units.push({ start, end, lead: start, tail: end, tokens: 0, cut, para, heading, path })
+    const u: Unit = { start, end, lead: start, tail: end, tokens: 0, cut, para, heading, path }
+    if (prev !== undefined) {
+      let nl = start - 1
+      while (nl >= prev.end && text.charCodeAt(nl) !== 10) nl--
+      prev.tail = nl >= prev.end ? nl + 1 : prev.end
+      u.lead = prev.tail
+      finish(prev)
+    }
+    pending = u
+  }
+  const finish = (u: Unit): void => {
+    u.tokens = count(text.slice(u.lead, u.tail))
+    onUnit(u)
+  }
+  const cutLong = (s: number, e: number): Array<[number, number]> => {
+    const tokens = countOrEstimate(text, s, e, count)
+    return tokens <= pieceTokens * 2 ? [[s, e]] : pieces(text, s, e, tokens, pieceTokens)
   }
   const stack: Array<{ level: number; title: string }> = []
   let path: string[] = []
@@ -162,32 +187,34 @@ function collectUnits(text: string, blocks: readonly Block[], pieceTokens: Token
       while (stack.length > 0 && (stack[stack.length - 1] as { level: number }).level >= b.level) stack.pop()
       stack.push({ level: b.level, title: b.title })
       path = stack.map((h) => h.title)
-      unit(b.start, b.end, para, true, path)
+      // A heading is one unit unless it is as long as a paragraph (one line of megabytes): then it is cut like one.
+      if (b.end - b.start <= pieceTokens * 8) unit(b.start, b.end, para, true, path)
+      else for (const [ps, pe] of cutLong(b.start, b.end)) unit(ps, pe, para, true, path)
       continue
     }
     for (const [s, e] of sentences(text, b.start, b.end)) {
       // A rough size first (4 characters a token); only very long sentences are counted before being cut.
       if (e - s <= pieceTokens * 8) unit(s, e, para, false, path)
-      else {
-        const tokens = count(text.slice(s, e))
-        if (tokens <= pieceTokens * 2) unit(s, e, para, false, path)
-        else for (const [ps, pe] of pieces(text, s, e, tokens, pieceTokens)) unit(ps, pe, para, false, path)
-      }
+      else for (const [ps, pe] of cutLong(s, e)) unit(ps, pe, para, false, path)
     }
   }
-  // Share out the whitespace between neighbours: up to and including the last line break goes to the unit before.
-  for (let i = 0; i < units.length; i++) {
-    const u = units[i] as Unit
-    const next = units[i + 1]
-    if (next !== undefined) {
-      const gap = text.slice(u.end, next.start)
-      const nl = gap.lastIndexOf('\n')
-      u.tail = u.end + nl + 1
-      next.lead = u.tail
-    }
-    u.tokens = count(text.slice(u.lead, u.tail))
-  }
-  return units
+  if (pending !== undefined) finish(pending)
+}
+
+/** Longer sentences are not counted whole before being cut: their size in tokens is estimated from this many characters. */
+const ESTIMATE_SAMPLE = 65_536
+
+/**
+ * Tokens of text[s, e), or for a "sentence" longer than ESTIMATE_SAMPLE (no real one is; a file of base64 on one line
+ * is) an estimate from its first ESTIMATE_SAMPLE characters: it only sets the size of the pieces it is cut into,
+ * each of which is counted exactly, and counting it whole cost as much as counting every piece again.
+ */
+function countOrEstimate(text: string, s: number, e: number, count: (s: string) => Tokens): Tokens {
+  if (e - s <= ESTIMATE_SAMPLE) return count(text.slice(s, e))
+  let end = s + ESTIMATE_SAMPLE
+  const c = text.charCodeAt(end - 1)
+  if (c >= 0xd800 && c <= 0xdbff) end++
+  return Math.ceil((count(text.slice(s, end)) * (e - s)) / (end - s))
 }
 
 /** Sentence and line ranges in text[from, to), trimmed, empty ones dropped. */
@@ -226,8 +253,8 @@ function pieces(
   while (s < to) {
     let e = Math.min(to, s + charsPerPiece)
     if (e < to) {
-      const space = text.lastIndexOf(' ', e)
-      if (space > s + charsPerPiece / 2) e = space
+      const space = spaceBefore(text, e, Math.floor(s + charsPerPiece / 2))
+      if (space !== -1) e = space
     }
     // Never split a UTF-16 surrogate pair.
     const c = text.charCodeAt(e - 1)
@@ -238,6 +265,21 @@ function pieces(
     s = e
   }
   return out
+}
+
+// The two searches below stop at the unit's or piece's own bounds. `indexOf(' ')`/`lastIndexOf(' ')` ran on to the
+// text's ends, so text without spaces cost a scan of the whole file per chunk: quadratic (1 MB on one line, 13 s).
+
+/** The first space in text[from, to), or -1. */
+function spaceAfter(text: string, from: number, to: number): number {
+  for (let i = from; i < to; i++) if (text.charCodeAt(i) === 32) return i
+  return -1
+}
+
+/** The last space in text(after, from], or -1. */
+function spaceBefore(text: string, from: number, after: number): number {
+  for (let i = from; i > after; i--) if (text.charCodeAt(i) === 32) return i
+  return -1
 }
 
 function isSpace(c: number): boolean {

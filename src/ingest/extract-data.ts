@@ -111,6 +111,9 @@ export function parseCsv(text: string, delimiter: string): string[][] {
   const rows: string[][] = []
   let row: string[] = []
   let cell = ''
+  // Whether `cell` holds anything but white space: kept as we go, since trimming the cell at every quote was
+  // quadratic on a cell of many quotes.
+  let cellText = false
   let quoted = false
   let i = 0
   const n = text.length
@@ -120,26 +123,35 @@ export function parseCsv(text: string, delimiter: string): string[][] {
       if (ch === '"') {
         if (text[i + 1] === '"') {
           cell += '"'
+          cellText = true
           i += 2
           continue
         }
         quoted = false
-      } else cell += ch
+      } else {
+        cell += ch
+        if (!cellText && ch.trim() !== '') cellText = true
+      }
       i++
       continue
     }
-    if (ch === '"' && cell.trim() === '') {
+    if (ch === '"' && !cellText) {
       quoted = true
       cell = ''
     } else if (ch === delimiter) {
       row.push(cell)
       cell = ''
+      cellText = false
     } else if (ch === '\n') {
       row.push(cell)
       if (row.some((c) => c.trim() !== '')) rows.push(row)
       row = []
       cell = ''
-    } else cell += ch
+      cellText = false
+    } else {
+      cell += ch
+      if (!cellText && ch.trim() !== '') cellText = true
+    }
     i++
   }
   row.push(cell)

@@ -5,6 +5,7 @@
  * separated by " | "; <pre> keeps its line breaks.
  */
 import { Parser } from 'htmlparser2'
+import { gatewayError } from '../errors.js'
 import { TextBuilder, type Block } from './text-builder.js'
 
 const SKIP = new Set([
@@ -18,20 +19,32 @@ const BLOCK = new Set([
 ])
 const HEADING = /^h([1-6])$/
 
+/**
+ * Deepest element nesting read. htmlparser2 keeps its open elements in an array it `unshift`s on every open tag and
+ * searches on every close tag, so each tag costs the depth: 80,000 nested <div>s took 6 s, and the cost grows with
+ * the square of the depth. Browsers stop nesting at 512 too (Chromium's parser attaches deeper elements to the 512th).
+ */
+export const MAX_HTML_DEPTH = 512
+
 export function extractHtml(html: string): { text: string; blocks: Block[] } {
   const out = new TextBuilder()
   // One entry per open element: whether text inside it is hidden.
   const hidden: boolean[] = []
   let buf = ''
+  // Whether `buf` holds anything but white space, kept as it grows: trimming it at every cell was quadratic on a long
+  // row (200 KB of <td>: 2.6 s).
+  let bufText = false
   let pre = 0
   let heading: { level: number; text: string } | null = null
   let title: string | null = null
   let inTitle = false
 
   const flush = (): void => {
-    const t = pre > 0 ? buf.replace(/^\n+|\s+$/g, '') : buf.replace(/\s+/g, ' ').trim()
+    // Not /^\n+|\s+$/g for <pre>: /\s+$/ tries every position of a run of white space to its end (quadratic).
+    const t = pre > 0 ? withoutLeadingNewlines(buf).trimEnd() : buf.replace(/\s+/g, ' ').trim()
     if (t) out.paragraph(t)
     buf = ''
+    bufText = false
   }
 
   const parser = new Parser(
@@ -40,6 +53,11 @@ export function extractHtml(html: string): { text: string; blocks: Block[] } {
         const parentHidden = hidden.at(-1) ?? false
         // <title> lives in <head>, which is otherwise skipped.
         if (name === 'title') inTitle = true
+        if (hidden.length >= MAX_HTML_DEPTH)
+          throw gatewayError('invalid_parameter', {
+            param: 'file',
+            message: `The HTML nests elements more than ${MAX_HTML_DEPTH} deep; upload it as plain text (.txt) instead`,
+          })
         hidden.push(parentHidden || SKIP.has(name) || 'hidden' in attribs || attribs['aria-hidden'] === 'true')
         if (hidden.at(-1)) return
         const h = HEADING.exec(name)
@@ -52,7 +70,7 @@ export function extractHtml(html: string): { text: string; blocks: Block[] } {
         } else if (name === 'br') {
           if (heading) heading.text += ' '
           else buf += '\n'
-        } else if ((name === 'td' || name === 'th') && buf.trim() !== '') {
+        } else if ((name === 'td' || name === 'th') && bufText) {
           buf += ' | '
         }
       },
@@ -63,7 +81,10 @@ export function extractHtml(html: string): { text: string; blocks: Block[] } {
         }
         if (hidden.at(-1)) return
         if (heading) heading.text += data
-        else buf += data
+        else {
+          buf += data
+          if (!bufText && data.trim() !== '') bufText = true
+        }
       },
       onclosetag(name) {
         if (name === 'title') inTitle = false
@@ -96,4 +117,10 @@ export function extractHtml(html: string): { text: string; blocks: Block[] } {
     ...built.blocks.map((b) => ({ ...b, level: b.kind === 'heading' ? Math.min(6, b.level + 1) : 0, start: b.start + shift, end: b.end + shift })),
   ]
   return { text: built.text ? `${t}\n\n${built.text}` : t, blocks }
+}
+
+function withoutLeadingNewlines(s: string): string {
+  let i = 0
+  while (s.charCodeAt(i) === 10) i++
+  return s.slice(i)
 }

@@ -13,7 +13,7 @@ import { gatewayError } from '../errors.js'
 import { extractCsv, extractJson } from './extract-data.js'
 import { extractHtml } from './extract-html.js'
 import { extractPdf } from './extract-pdf.js'
-import type { Block } from './text-builder.js'
+import { boundTitle, type Block } from './text-builder.js'
 
 export type { Block } from './text-builder.js'
 
@@ -166,7 +166,6 @@ function pushTrimmed(blocks: Block[], text: string, start: number, end: number):
   if (end > start) blocks.push({ kind: 'paragraph', level: 0, title: '', start, end })
 }
 
-const ATX = /^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$/
 const SETEXT = /^ {0,3}(=+|-+)[ \t]*$/
 const FENCE = /^ {0,3}(`{3,}|~{3,})/
 
@@ -201,12 +200,11 @@ export function markdownBlocks(text: string): Block[] {
     } else if (line.trim() === '') {
       flush()
     } else {
-      const atx = ATX.exec(line)
+      const atx = atxHeading(line)
       const setext = paraLines === 1 ? SETEXT.exec(line) : null
       if (atx) {
         flush()
-        const title = (atx[2] ?? '').trim()
-        blocks.push({ kind: 'heading', level: (atx[1] as string).length, title, start: pos, end })
+        blocks.push({ kind: 'heading', level: atx.level, title: atx.title, start: pos, end })
       } else if (setext && paraStart >= 0) {
         const title = text.slice(paraStart, paraEnd).trim()
         blocks.push({ kind: 'heading', level: (setext[1] as string)[0] === '=' ? 1 : 2, title, start: paraStart, end })
@@ -222,12 +220,65 @@ export function markdownBlocks(text: string): Block[] {
     pos = nl + 1
   }
   flush()
-  return blocks.map((b) => (b.kind === 'heading' ? { ...b, title: stripInlineMarkdown(b.title) } : b))
+  return blocks.map((b) => (b.kind === 'heading' ? { ...b, title: boundTitle(stripInlineMarkdown(b.title)) } : b))
 }
 
-function stripInlineMarkdown(s: string): string {
-  return s
-    .replace(/!?\[([^\]]*)\]\([^)]*\)/g, '$1')
-    .replace(/[*_`~]+/g, '')
-    .trim()
+/**
+ * An ATX heading line (`## Title ##`): up to three spaces, 1–6 `#`, then the end or a space or tab; the title without
+ * an optional closing run of `#` and the white space around it. Written out because the regex it replaces,
+ * /^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$/, is quadratic on a long line of spaces (50 KB: 11 s). Same
+ * answers (a property test holds it to the regex), including its refusal of lines with U+2028/U+2029, which `.`
+ * does not match.
+ */
+export function atxHeading(line: string): { level: number; title: string } | undefined {
+  let p = 0
+  while (p < 3 && line.charCodeAt(p) === 32) p++
+  let level = 0
+  while (line.charCodeAt(p + level) === 35 /* # */) level++
+  if (level < 1 || level > 6) return undefined
+  p += level
+  if (p === line.length) return { level, title: '' }
+  if (!isBlank(line.charCodeAt(p))) return undefined
+  if (line.includes('\u2028') || line.includes('\u2029')) return undefined
+  while (p < line.length && isBlank(line.charCodeAt(p))) p++
+  let end = line.length
+  while (end > p && isBlank(line.charCodeAt(end - 1))) end--
+  let hashes = end
+  while (hashes > p && line.charCodeAt(hashes - 1) === 35) hashes--
+  let before = hashes
+  while (before > p && isBlank(line.charCodeAt(before - 1))) before--
+  if (hashes < end && before < hashes) end = before
+  return { level, title: line.slice(p, end).trim() }
+}
+
+const isBlank = (c: number): boolean => c === 32 || c === 9
+
+/**
+ * Heading text without inline markup: links and images become their text, emphasis and code marks go. A scan, not
+ * /!?\[([^\]]*)\]\([^)]*\)/g, which rescans the rest of the line from every `[` (quadratic on `[[[[…`).
+ */
+export function stripInlineMarkdown(s: string): string {
+  let out = ''
+  let i = 0
+  // Where the next `[`/`](`/`)` can be found; -1 once there is none, so no search runs twice over the same text.
+  let nextClose = 0
+  let nextParen = 0
+  while (i < s.length) {
+    const c = s.charCodeAt(i)
+    const open = c === 91 /* [ */ ? i : c === 33 /* ! */ && s.charCodeAt(i + 1) === 91 ? i + 1 : -1
+    if (open !== -1 && nextClose !== -1) {
+      if (nextClose <= open) nextClose = s.indexOf(']', open + 1)
+      if (nextClose !== -1 && s.charCodeAt(nextClose + 1) === 40 /* ( */) {
+        if (nextParen !== -1 && nextParen <= nextClose + 1) nextParen = s.indexOf(')', nextClose + 2)
+        if (nextParen !== -1) {
+          out += s.slice(open + 1, nextClose)
+          i = nextParen + 1
+          continue
+        }
+      }
+    }
+    out += s[i]
+    i++
+  }
+  return out.replace(/[*_`~]+/g, '').trim()
 }
