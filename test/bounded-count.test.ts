@@ -1,6 +1,6 @@
 import t from 'tap'
 import { encode } from 'gpt-tokenizer'
-import { MAX_RUN, boundedCount } from '../src/context/bounded-count.js'
+import { MAX_RUN, boundedCount, isWhite } from '../src/context/bounded-count.js'
 
 const count = (s: string): number => encode(s, { disallowedSpecial: new Set() }).length
 
@@ -33,4 +33,32 @@ t.test('surrogate pairs are never cut', async (t) => {
   })
   t.equal(seen.join(''), emoji)
   t.ok(seen.every((s) => !/\p{Surrogate}/u.test(s)), 'no slice holds half a pair')
+})
+
+t.test('long runs of white space are counted in slices too (one pre-token of spaces was quadratic)', async (t) => {
+  const text = `start${' '.repeat(5000)}\n\n${'\n'.repeat(3000)}end`
+  let longest = 0
+  const n = boundedCount(text, (s) => {
+    longest = Math.max(longest, s.length)
+    return count(s)
+  })
+  t.ok(longest <= MAX_RUN + 1, 'no slice longer than the bound reaches the tokenizer')
+  t.ok(n >= count(text), 'never below the true count')
+})
+
+t.test('15 MB without white space: no stack overflow, every character counted once', async (t) => {
+  // The old guard was a regex (/\S{1000,}/) whose match kept a backtracking entry per character: RangeError here.
+  const text = 'aB3+/x'.repeat(2_500_000)
+  let chars = 0
+  const n = boundedCount(text, (s) => {
+    chars += s.length
+    return s.length
+  })
+  t.equal(chars, text.length)
+  t.equal(n, text.length)
+})
+
+t.test('isWhite is exactly \\s', async (t) => {
+  for (let c = 0; c <= 0xffff; c++) if (isWhite(c) !== /\s/.test(String.fromCharCode(c))) t.fail(`U+${c.toString(16)}`)
+  t.pass('all of the BMP')
 })

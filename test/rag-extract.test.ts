@@ -4,7 +4,11 @@
  */
 import t, { type Test } from 'tap'
 import { GatewayError } from '../src/errors.js'
-import { detectFormat, extract, type ExtractedText } from '../src/ingest/extract.js'
+import fc from 'fast-check'
+import { atxHeading, detectFormat, extract, stripInlineMarkdown, type ExtractedText } from '../src/ingest/extract.js'
+import { parseCsv } from '../src/ingest/extract-data.js'
+import { MAX_HTML_DEPTH } from '../src/ingest/extract-html.js'
+import { MAX_TITLE_CHARS } from '../src/ingest/text-builder.js'
 import { makePdf, upload } from './helpers/format-fixtures.js'
 
 function blockTexts(x: ExtractedText): Array<[string, string]> {
@@ -148,4 +152,94 @@ t.test('refusals: unsupported → 415, no text → 400, broken PDF → 400', asy
 t.test('text that is not UTF-8 is read as Windows-1252, not refused', async (t) => {
   const x = await extract(upload('latin.txt', Buffer.from([0x63, 0x61, 0x66, 0xe9])))
   t.equal(x.text, 'café')
+})
+
+// The scanners below replaced regexes that were quadratic on long lines (see test/ingest-shapes.test.ts); each is held
+// to the regex or loop it replaced, on random lines made of the characters that matter to it.
+const OLD_ATX = /^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$/
+
+t.test('property: the Markdown heading scanner answers as the regex it replaced', async (t) => {
+  const line = fc.string({ unit: fc.constantFrom('#', ' ', '\t', 'a', 'b', '*', '\u00a0', '\u2028', '\n'), maxLength: 24 })
+  fc.assert(
+    fc.property(line, (l) => {
+      const m = OLD_ATX.exec(l)
+      const want = m ? { level: (m[1] as string).length, title: (m[2] ?? '').trim() } : undefined
+      return JSON.stringify(atxHeading(l)) === JSON.stringify(want)
+    }),
+    { numRuns: 3000 },
+  )
+  t.pass('3000 random lines')
+})
+
+t.test('property: the inline-markup stripper answers as the regexes it replaced', async (t) => {
+  const old = (s: string): string => s.replace(/!?\[([^\]]*)\]\([^)]*\)/g, '$1').replace(/[*_`~]+/g, '').trim()
+  const title = fc.string({ unit: fc.constantFrom('[', ']', '(', ')', '!', 'a', ' ', '*', '`'), maxLength: 30 })
+  fc.assert(
+    fc.property(title, (s) => {
+      return stripInlineMarkdown(s) === old(s)
+    }),
+    { numRuns: 3000 },
+  )
+  t.pass('3000 random titles')
+})
+
+t.test('property: the CSV parser reads quotes as it did before its white-space test became a flag', async (t) => {
+  // The parser as it was, trimming the cell at every quote.
+  const before = (text: string, delimiter: string): string[][] => {
+    const rows: string[][] = []
+    let row: string[] = []
+    let cell = ''
+    let quoted = false
+    for (let i = 0; i < text.length; i++) {
+      const ch = text[i] as string
+      if (quoted) {
+        if (ch === '"' && text[i + 1] === '"') {
+          cell += '"'
+          i++
+        } else if (ch === '"') quoted = false
+        else cell += ch
+      } else if (ch === '"' && cell.trim() === '') {
+        quoted = true
+        cell = ''
+      } else if (ch === delimiter) {
+        row.push(cell)
+        cell = ''
+      } else if (ch === '\n') {
+        row.push(cell)
+        if (row.some((c) => c.trim() !== '')) rows.push(row)
+        row = []
+        cell = ''
+      } else cell += ch
+    }
+    row.push(cell)
+    if (row.some((c) => c.trim() !== '')) rows.push(row)
+    return rows
+  }
+  const text = fc.string({ unit: fc.constantFrom('"', ',', '\n', ' ', 'a', '\t'), maxLength: 30 })
+  fc.assert(
+    fc.property(text, (s) => {
+      return JSON.stringify(parseCsv(s, ',')) === JSON.stringify(before(s, ','))
+    }),
+    { numRuns: 3000 },
+  )
+  t.pass('3000 random texts')
+})
+
+t.test('html nested deeper than browsers nest is refused with a 400 that says what to do', async (t) => {
+  await rejects(t, extract(upload('deep.html', '<div>'.repeat(MAX_HTML_DEPTH + 1) + 'text')), 'invalid_parameter', 400)
+  const ok = await extract(upload('deep-ok.html', '<div>'.repeat(MAX_HTML_DEPTH - 10) + 'text'))
+  t.equal(ok.text, 'text', 'nesting up to the bound is read')
+})
+
+t.test('heading titles are bounded; the heading text itself is kept whole', async (t) => {
+  const long = 'word '.repeat(1000).trim()
+  const md = await extract(upload('long.md', `# ${long}\n\nBody.`))
+  const h = md.blocks[0]
+  t.equal(h?.kind, 'heading')
+  t.equal(h?.title.length, MAX_TITLE_CHARS)
+  t.ok(h?.title.endsWith('…'))
+  t.equal(md.text.slice(h?.start, h?.end), `# ${long}`)
+  const html = await extract(upload('long.html', `<h2>${long}</h2><p>Body.</p>`))
+  t.equal(html.blocks[0]?.title.length, MAX_TITLE_CHARS)
+  t.equal(html.text.slice(html.blocks[0]?.start, html.blocks[0]?.end), long)
 })

@@ -227,8 +227,8 @@ export function markdownBlocks(text: string): Block[] {
  * An ATX heading line (`## Title ##`): up to three spaces, 1–6 `#`, then the end or a space or tab; the title without
  * an optional closing run of `#` and the white space around it. Written out because the regex it replaces,
  * /^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$/, is quadratic on a long line of spaces (50 KB: 11 s). Same
- * answers (a property test holds it to the regex), including its refusal of lines with U+2028/U+2029, which `.`
- * does not match.
+ * answers (a property test holds it to the regex), including its refusal of lines with U+2028/U+2029 (`.` does not
+ * match them; \r and \n never reach here).
  */
 export function atxHeading(line: string): { level: number; title: string } | undefined {
   let p = 0
@@ -239,7 +239,7 @@ export function atxHeading(line: string): { level: number; title: string } | und
   p += level
   if (p === line.length) return { level, title: '' }
   if (!isBlank(line.charCodeAt(p))) return undefined
-  if (line.includes('\u2028') || line.includes('\u2029')) return undefined
+  if (/[\n\r\u2028\u2029]/.test(line)) return undefined
   while (p < line.length && isBlank(line.charCodeAt(p))) p++
   let end = line.length
   while (end > p && isBlank(line.charCodeAt(end - 1))) end--
