@@ -1,7 +1,7 @@
 /**
  * The whole benchmark suite, one table: `npm run bench` (after `npm run build`).
  *
- *   node dist/bench/run-all.js [--quick] [--profile] [--verbose] [--ab DIR] [--only relay,session,knowledge,streams,sustained]
+ *   node dist/bench/run-all.js [--quick] [--profile] [--verbose] [--ab DIR] [--only relay,session,knowledge,streams,sustained,ingest]
  *                              [--stream-ramp 2] [--stream-words 60]
  *
  * --quick    fewer rounds and a 10k-chunk knowledge base (about a minute and a half)
@@ -24,6 +24,7 @@ import { pathToFileURL } from 'node:url'
 import { summarizeProfiles } from './lib/profile.js'
 import type { ScenarioContext } from './lib/stack.js'
 import { renderTable, type Row } from './lib/table.js'
+import { ingestScenario } from './scenarios/ingest.js'
 import { knowledgeScenario } from './scenarios/knowledge.js'
 import { relayScenario, type ScenarioResult } from './scenarios/relay.js'
 import { scaleScenario } from './scenarios/scale.js'
@@ -37,12 +38,13 @@ const SCENARIOS: Record<string, (ctx: ScenarioContext) => Promise<ScenarioResult
   knowledge: knowledgeScenario,
   streams: streamsScenario,
   sustained: sustainedScenario,
+  ingest: ingestScenario,
   // Needs redis-server; run with --only scale.
   scale: scaleScenario,
 }
 
 /** What `npm run bench` runs without --only. */
-const DEFAULT_SCENARIOS = ['relay', 'session', 'knowledge', 'streams', 'sustained']
+const DEFAULT_SCENARIOS = ['relay', 'session', 'knowledge', 'streams', 'sustained', 'ingest']
 
 function flag(argv: string[], name: string): string | undefined {
   const i = argv.indexOf(`--${name}`)

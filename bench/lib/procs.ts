@@ -7,7 +7,7 @@ import { fork, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { fileURLToPath } from 'node:url'
 import type { MockBehaviour } from '../../src/mock-upstream.js'
-import type { Command, ProcStats, RoleSpec } from './role.js'
+import type { Command, EldStats, ProcStats, RoleSpec } from './role.js'
 
 export interface Proc {
   readonly url: string
@@ -21,6 +21,10 @@ export interface Proc {
   profileStart(): Promise<void>
   /** Stop it and write the profile (`.cpuprofile`) into `dir`; resolves to the file, or null if none was running. */
   profileStop(dir: string): Promise<string | null>
+  /** Start measuring the child's event-loop delay (monitorEventLoopDelay). */
+  eldStart(): Promise<void>
+  /** Stop, and the delay's percentiles since eldStart (null if it was not started). */
+  eldStop(): Promise<EldStats | null>
   /** Clean exit. */
   stop(): Promise<void>
 }
@@ -86,6 +90,8 @@ export async function spawnRole(spec: RoleSpec, o: SpawnOptions = {}): Promise<P
     profileStart: () => call<void>({ cmd: 'profileStart' }),
     profileStop: (dir) => call<string | null>({ cmd: 'profileStop', arg: dir } as Omit<Command, 'id'>),
     activeResponses: () => call<number>({ cmd: 'activeResponses' }),
+    eldStart: () => call<void>({ cmd: 'eldStart' }),
+    eldStop: () => call<EldStats | null>({ cmd: 'eldStop' }),
     setDefault: (b) => call<void>({ cmd: 'setDefault', arg: b } as Omit<Command, 'id'>),
     stop: async () => {
       if (child.exitCode !== null) return

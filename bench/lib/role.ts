@@ -6,6 +6,7 @@
  */
 import { writeFileSync } from 'node:fs'
 import { Session } from 'node:inspector'
+import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks'
 import { join } from 'node:path'
 import { loadConfig } from '../../src/config.js'
 import { startGateway } from '../../src/main.js'
@@ -20,7 +21,7 @@ export type RoleSpec =
   | { role: 'kb-build'; options: KbBuildOptions }
 
 export type Command =
-  | { id: number; cmd: 'stats' | 'stop' | 'lastChatBody' | 'activeResponses' | 'profileStart' }
+  | { id: number; cmd: 'stats' | 'stop' | 'lastChatBody' | 'activeResponses' | 'profileStart' | 'eldStart' | 'eldStop' }
   | { id: number; cmd: 'setDefault'; arg: MockBehaviour }
   | { id: number; cmd: 'profileStop'; arg: string }
 
@@ -28,6 +29,25 @@ export interface ProcStats {
   rss: number
   /** User + system CPU time since start, µs. */
   cpuUs: number
+  /** How long the role took to start (for the gateway: startGateway, config to listening), ms. */
+  startMs: number
+}
+
+/** Event-loop delay of this process over a phase, ms (`monitorEventLoopDelay`, 10 ms resolution). */
+export interface EldStats {
+  p50: number
+  p99: number
+  max: number
+  samples: number
+}
+
+let eld: IntervalHistogram | undefined
+function eldStop(): EldStats | null {
+  if (eld === undefined) return null
+  eld.disable()
+  const h = eld
+  eld = undefined
+  return { p50: h.percentile(50) / 1e6, p99: h.percentile(99) / 1e6, max: h.max / 1e6, samples: h.count }
 }
 
 function send(msg: unknown): void {
@@ -90,14 +110,24 @@ async function start(spec: RoleSpec): Promise<{ url: string; handle: (c: Command
   }
 }
 
+let startMs = 0
 process.once('message', (spec: RoleSpec) => {
+  const t0 = performance.now()
   start(spec).then(
     (r) => {
+      startMs = performance.now() - t0
       process.on('message', (c: Command) => {
         if (c.cmd === 'stats') {
           const cpu = process.cpuUsage()
-          return send({ id: c.id, value: { rss: process.memoryUsage.rss(), cpuUs: cpu.user + cpu.system } satisfies ProcStats })
+          return send({ id: c.id, value: { rss: process.memoryUsage.rss(), cpuUs: cpu.user + cpu.system, startMs } satisfies ProcStats })
         }
+        if (c.cmd === 'eldStart') {
+          eldStop()
+          eld = monitorEventLoopDelay({ resolution: 10 })
+          eld.enable()
+          return send({ id: c.id, value: null })
+        }
+        if (c.cmd === 'eldStop') return send({ id: c.id, value: eldStop() })
         if (c.cmd === 'profileStart' || c.cmd === 'profileStop') {
           const p = c.cmd === 'profileStop' ? profileStop(c.arg) : profileStart()
           p.then(
