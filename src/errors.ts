@@ -25,6 +25,8 @@ export class GatewayError extends Error {
   readonly param: string | null
   /** Extra response headers this error needs (Retry-After for 429, Allow for 405). */
   readonly headers: Record<string, string>
+  /** The upstream's own error relayed: its message is the provider's text, which may quote the request (never logged). */
+  readonly fromUpstream: boolean
 
   constructor(opts: {
     status: number
@@ -34,6 +36,7 @@ export class GatewayError extends Error {
     param?: string | null
     headers?: Record<string, string>
     cause?: unknown
+    fromUpstream?: boolean
   }) {
     super(opts.message, opts.cause === undefined ? undefined : { cause: opts.cause })
     this.name = 'GatewayError'
@@ -42,6 +45,7 @@ export class GatewayError extends Error {
     this.code = opts.code
     this.param = opts.param ?? null
     this.headers = opts.headers ?? {}
+    this.fromUpstream = opts.fromUpstream ?? false
   }
 }
 

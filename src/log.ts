@@ -102,6 +102,9 @@ export interface RequestLogInput {
   completionTokens?: Tokens
   /** The error registry code when the response is an error. */
   errorCode?: string
+  /** The field the error names, and our message (never the upstream's: it may quote the request). */
+  errorParam?: string
+  errorMessage?: string
 }
 
 /** The flat object logged once per request. Field names are the documented log format (docs/operations.md). */
@@ -122,6 +125,8 @@ export interface RequestLogRecord {
   promptTokens?: number
   completionTokens?: number
   errorCode?: string
+  errorParam?: string
+  errorMessage?: string
 }
 
 /** Microsecond precision is all a timing needs; full doubles make every line ~40 bytes longer. */
@@ -147,6 +152,9 @@ export function requestLogFields(i: RequestLogInput): RequestLogRecord {
   if (i.promptTokens !== undefined) r.promptTokens = i.promptTokens
   if (i.completionTokens !== undefined) r.completionTokens = i.completionTokens
   if (i.errorCode !== undefined) r.errorCode = i.errorCode
+  if (i.errorParam !== undefined) r.errorParam = i.errorParam
+  // Bounded: a message may name a value the client sent (a file id); our messages never carry content or keys.
+  if (i.errorMessage !== undefined) r.errorMessage = i.errorMessage.length > 300 ? `${i.errorMessage.slice(0, 299)}…` : i.errorMessage
   return r
 }
 

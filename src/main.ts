@@ -255,6 +255,8 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
         ...(num(a.promptTokens) !== undefined ? { promptTokens: num(a.promptTokens) } : {}),
         ...(num(a.completionTokens) !== undefined ? { completionTokens: num(a.completionTokens) } : {}),
         ...(r.error ? { errorCode: r.error.code } : {}),
+        ...(r.error?.param ? { errorParam: r.error.param } : {}),
+        ...(r.error && !r.error.fromUpstream ? { errorMessage: r.error.message } : {}),
       })
       if (r.error && r.error.status >= 500) logger.error({ reqId: r.requestId, err: r.error.cause ?? r.error }, 'request failed')
     },

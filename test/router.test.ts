@@ -22,12 +22,13 @@ t.test('405 lists the allowed methods; 404 for unknown paths', async (t) => {
   t.same(m, { kind: 'method-not-allowed', allow: ['GET', 'DELETE'], template: '/api/v1/sessions/:id' })
   t.same(r.find('GET', '/api/v1/nope'), { kind: 'not-found' })
   t.same(r.find('GET', '/api/v1/sessions/'), { kind: 'not-found' }, 'an empty id is no id')
-  t.same(r.find('GET', '/api/v1/sessions/%E0%A4%A'), { kind: 'not-found' }, 'malformed escape')
+  t.same(r.find('GET', '/api/v1/sessions/%E0%A4%A'), { kind: 'bad-encoding', param: 'id', template: '/api/v1/sessions/:id' }, 'malformed escape: said so')
+  t.same(r.find('GET', '/api/v1/sessions/%zz'), { kind: 'bad-encoding', param: 'id', template: '/api/v1/sessions/:id' })
 })
 
 t.test('static routes win over params registered later', async (t) => {
   const m = r.find('POST', '/api/v1/files/search')
   t.equal(m.kind === 'match' && m.match.handler, 'search')
   const g = r.find('GET', '/api/v1/files/search')
-  t.equal(g.kind === 'match' && g.match.handler, 'file', 'GET /files/search is the file with id "search"')
+  t.same(g, { kind: 'method-not-allowed', allow: ['POST'], template: '/api/v1/files/search' }, 'GET /files/search is the search route with the wrong method, not a file with id "search"')
 })

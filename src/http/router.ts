@@ -11,6 +11,7 @@ export interface Match<H> {
 export type RouteResult<H> =
   | { kind: 'match'; match: Match<H> }
   | { kind: 'method-not-allowed'; allow: string[]; template: string }
+  | { kind: 'bad-encoding'; param: string; template: string }
   | { kind: 'not-found' }
 
 interface Entry<H> {
@@ -48,11 +49,14 @@ export class Router<H> {
     const parts = pathname.split('/').slice(1)
     const allow: string[] = []
     let template: string | undefined
-    // Static routes are registered before parameterised ones that could shadow them (e.g. /files/search before
-    // /files/:id), and the first registered match wins.
+    // A path that is a static route's belongs to it alone: GET /files/search is that route with the wrong method
+    // (405), not a file whose id is "search".
+    const staticTemplate = this.#entries.find((e) => !e.template.includes('/:') && matchSegments(e.segments, parts) !== undefined)?.template
     for (const e of this.#entries) {
+      if (staticTemplate !== undefined && e.template !== staticTemplate) continue
       const params = matchSegments(e.segments, parts)
       if (params === undefined) continue
+      if (params === BAD_ENCODING) return { kind: 'bad-encoding', param: badParam(e.segments, parts), template: e.template }
       if (e.method === method || (method === 'HEAD' && e.method === 'GET')) {
         // Frozen: a static match is shared by every request to its path.
         return { kind: 'match', match: { handler: e.handler, template: e.template, params: Object.freeze(params) } }
@@ -65,9 +69,26 @@ export class Router<H> {
   }
 }
 
+/** A path that matches a template except that a parameter is not valid percent-encoding (`%zz`). */
+const BAD_ENCODING: Record<string, string> = Object.freeze({})
+
+function badParam(pattern: string[], parts: string[]): string {
+  for (let i = 0; i < pattern.length; i++) {
+    const p = pattern[i] as string
+    if (!p.startsWith(':')) continue
+    try {
+      decodeURIComponent(parts[i] as string)
+    } catch {
+      return p.slice(1)
+    }
+  }
+  return 'path'
+}
+
 function matchSegments(pattern: string[], parts: string[]): Record<string, string> | undefined {
   if (pattern.length !== parts.length) return undefined
   const params: Record<string, string> = {}
+  let bad = false
   for (let i = 0; i < pattern.length; i++) {
     const p = pattern[i] as string
     const v = parts[i] as string
@@ -77,11 +98,12 @@ function matchSegments(pattern: string[], parts: string[]): Record<string, strin
       try {
         decoded = decodeURIComponent(v)
       } catch {
-        // A malformed escape cannot name any stored id, so the route does not match (404 rather than 500).
-        return undefined
+        // A malformed escape cannot name any stored id: the caller answers 400 about the encoding, not 404 "no route".
+        bad = true
+        continue
       }
       params[p.slice(1)] = decoded
     } else if (p !== v) return undefined
   }
-  return params
+  return bad ? BAD_ENCODING : params
 }

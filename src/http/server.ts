@@ -202,6 +202,13 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
       if (found.kind === 'not-found') {
         throw gatewayError('not_found', { message: `No route for ${req.method} ${pathname}` })
       }
+      if (found.kind === 'bad-encoding') {
+        route = found.template
+        throw gatewayError('invalid_parameter', {
+          param: found.param,
+          message: `The ${found.param} in the path is not valid percent-encoding (URL-encode it with encodeURIComponent)`,
+        })
+      }
       if (found.kind === 'method-not-allowed') {
         route = found.template
         throw gatewayError('method_not_allowed', {

@@ -82,8 +82,10 @@ export function readMultipart(req: IncomingMessage, maxFileBytes: Bytes, maxBody
       // A truncated form makes busboy destroy each open file stream with an error; unhandled, that error would crash
       // the process. The same error also reaches `bb`'s own 'error' handler below, which answers the request.
       stream.on('error', () => undefined)
-      if (name !== 'file' || file !== undefined) {
+      // One file per request, in the field `file`: anything else is refused rather than dropped without a word.
+      if (name !== 'file') {
         stream.resume()
+        fail(invalidParam(name, `Send the file in the multipart field \`file\`, not \`${name}\``))
         return
       }
       const f = { filename: info.filename ?? '', contentType: info.mimeType, parts: [] as Buffer[], size: 0, truncated: false }
@@ -94,9 +96,10 @@ export function readMultipart(req: IncomingMessage, maxFileBytes: Bytes, maxBody
       })
       stream.on('limit', () => {
         f.truncated = true
-        fail(gatewayError('payload_too_large', { param: 'file', message: `File exceeds ${maxFileBytes} bytes` }))
+        fail(gatewayError('payload_too_large', { param: 'file', message: `The file exceeds MAX_FILE_BYTES (${maxFileBytes} bytes)` }))
       })
     })
+    bb.on('filesLimit', () => fail(invalidParam('file', 'One file per request: upload each file in its own request')))
     bb.on('field', (name, value) => {
       if (name === 'metadata') metadataRaw = value
     })
@@ -121,7 +124,8 @@ export function readMultipart(req: IncomingMessage, maxFileBytes: Bytes, maxBody
     req.on('aborted', () => fail(gatewayError('client_closed_request', { message: 'The upload was aborted' })))
     const declared = Number(req.headers['content-length'] ?? 0)
     if (declared > maxBodyBytes) {
-      fail(gatewayError('payload_too_large', { message: `Request body exceeds ${maxBodyBytes} bytes` }))
+      // The limit checked is MAX_FILE_BYTES plus room for the form's framing; the message names the documented one.
+      fail(gatewayError('payload_too_large', { param: 'file', message: `The upload exceeds MAX_FILE_BYTES (${maxFileBytes} bytes)` }))
       return
     }
     req.pipe(bb)
@@ -130,10 +134,12 @@ export function readMultipart(req: IncomingMessage, maxFileBytes: Bytes, maxBody
 
 async function readJsonUpload(req: IncomingMessage, limit: Bytes, maxFileBytes: Bytes): Promise<UploadedFile> {
   const body = await readJsonObject(req, limit)
+  if (body.filename === undefined || body.filename === null) throw gatewayError('missing_parameter', { param: 'filename', message: 'filename is required' })
   const filename = checkFilename(body.filename)
+  if (body.content === undefined || body.content === null) throw gatewayError('missing_parameter', { param: 'content', message: 'content is required' })
   if (typeof body.content !== 'string') throw invalidParam('content', 'content must be a string')
   const bytes = Buffer.from(body.content, 'utf8')
-  if (bytes.length > maxFileBytes) throw gatewayError('payload_too_large', { param: 'content', message: `File exceeds ${maxFileBytes} bytes` })
+  if (bytes.length > maxFileBytes) throw gatewayError('payload_too_large', { param: 'content', message: `The file exceeds MAX_FILE_BYTES (${maxFileBytes} bytes)` })
   return { filename, contentType: undefined, bytes, metadata: parseMetadata(body.metadata) }
 }
 
@@ -177,6 +183,7 @@ export function fileRoutes(kb: KnowledgeBase, opts: { maxFileBytes: Bytes; maxBo
 
   const search: Handler = async (ctx) => {
     const body = await readJsonObject(ctx.req, opts.maxBodyBytes)
+    if (body.query === undefined || body.query === null) throw gatewayError('missing_parameter', { param: 'query', message: 'query is required' })
     if (typeof body.query !== 'string' || body.query.trim() === '') throw invalidParam('query', 'query must be a non-empty string')
     let k = opts.ragTopK
     if (body.k !== undefined && body.k !== null) {

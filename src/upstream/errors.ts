@@ -71,5 +71,6 @@ export function upstreamHttpError(status: number, bodyText: string, retryAfter?:
     message,
     param,
     headers: retryAfter ? { 'retry-after': retryAfter } : {},
+    fromUpstream: true,
   })
 }
