@@ -11,7 +11,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -116,8 +116,25 @@ export async function scaleScenario(ctx: ScenarioContext): Promise<ScenarioResul
         { name: 'local limiter', origin: local.url, request: req, proc: local },
         { name: 'redis limiter', origin: shared.url, request: req, proc: shared },
       ],
-      { rounds, batch: { connections: 1, requests: batch }, warmup: { connections: 1, requests: 300 } },
+      {
+        rounds,
+        batch: { connections: 1, requests: batch },
+        warmup: { connections: 1, requests: 300 },
+        afterWarmup: async () => {
+          if (ctx.cpuProfDir !== undefined) await Promise.all([local.profileStart(), shared.profileStart()])
+        },
+      },
     )
+    const profDir = ctx.cpuProfDir
+    if (profDir !== undefined) {
+      // One profile per gateway, named as the suite's summary expects (`<phase>.<role>.cpuprofile` and its request count).
+      for (const [role, p, name] of [['gateway', local, 'local limiter'], ['before', shared, 'redis limiter']] as const) {
+        const file = await p.profileStop(profDir)
+        if (file === null) continue
+        renameSync(file, join(profDir, `limiter-${role === 'gateway' ? 'local' : 'redis'}.${role}.cpuprofile`))
+        writeFileSync(join(profDir, `limiter-${role === 'gateway' ? 'local' : 'redis'}.${role}.json`), JSON.stringify({ requests: arm(m, name).ok }))
+      }
+    }
     if (ctx.verbose) ctx.log(describeArms('scale, limiter', m))
     problems.push(...armProblems('scale', m))
     rows.push(
