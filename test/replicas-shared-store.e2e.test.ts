@@ -148,7 +148,7 @@ t.test('serve --workers 2: one port, limits shared, writes seen by every worker,
   const dataDir = mkdtempSync(join(tmpdir(), 'recallgate-workers-'))
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))
   const gw = await spawnGateway(
-    { UPSTREAM_BASE_URL: mock.url, DATA_DIR: dataDir, SERVICE_KEYS: `${KEY}:unlimited,${FREE}:free`, RATE_LIMITS: 'free:5', REDIS_URL: redisUrl },
+    { UPSTREAM_BASE_URL: mock.url, DATA_DIR: dataDir, SERVICE_KEYS: `${KEY}:unlimited,${FREE}:free`, RATE_LIMITS: 'free:5', REDIS_URL: redisUrl, REDIS_TIMEOUT_MS: '10000' },
     { args: ['--workers', '2'], ...READY },
   )
   t.teardown(() => gw.stop())
