@@ -68,7 +68,7 @@ export async function runDemo(out: NodeJS.WritableStream = process.stdout): Prom
   const showUpstream = (): void => {
     for (const m of upstreamMessages()) {
       // The retrieval message is the interesting one: show its excerpts, not just its preamble.
-      const lines = m.role === 'system' ? m.content.split('\n').filter((l) => l.trim() !== '').slice(0, 8) : [m.content]
+      const lines = m.content.startsWith('Excerpts from') ? m.content.split('\n').filter((l) => l.trim() !== '').slice(0, 8) : [m.content]
       say(`      ${m.role.padEnd(9)} ${oneLine(lines[0] ?? '', 100)}`)
       for (const l of lines.slice(1)) say(`      ${''.padEnd(9)} ${oneLine(l, 100)}`)
     }
@@ -101,7 +101,7 @@ export async function runDemo(out: NodeJS.WritableStream = process.stdout): Prom
     say(`   ${up.status} ${JSON.stringify({ id: file.id, filename: file.filename, bytes: file.bytes, chunks: file.chunks, status: file.status })}`)
     check(up.status === 201, `upload answered ${up.status}`)
 
-    say('\n4. A question the file answers: retrieval adds the best excerpts as a system message')
+    say('\n4. A question the file answers: retrieval adds the best excerpts as a user message right before the question')
     const t3 = await chat('Which tram goes up to Alfama, and when should I take it?', {}, 'Tram 28 — take it early in the morning, before the queues.')
     say(`   reply:     ${t3.text}`)
     say(`   _metadata: ${JSON.stringify(t3.meta)}`)

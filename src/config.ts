@@ -65,6 +65,10 @@ export interface Config {
   /** Extra share of the window kept free for non-OpenAI vendors, by vendor prefix (`anthropic` → 0.1). */
   tokenMargins: Record<string, number>
   maxHistoryMessages: number
+  /** The kept history's start moves in steps of this many messages when it does not fit (context/packer.ts). */
+  historyStep: number
+  /** `auto`: cache breakpoints for providers that need them (Anthropic); `off`: never touch cache_control. */
+  promptCache: 'auto' | 'off'
   /** Messages kept per session; older ones are pruned on save. */
   maxSessionMessages: number
 
@@ -140,6 +144,8 @@ export const DEFAULTS = {
   FILE_TOKENS_ESTIMATE: '1000',
   TOKEN_MARGINS: 'openai:0,anthropic:0.15,google:0.15,meta-llama:0.1,mistralai:0.15,*:0.1',
   MAX_HISTORY_MESSAGES: '400',
+  HISTORY_STEP: '32',
+  PROMPT_CACHE: 'auto',
   MAX_SESSION_MESSAGES: '10000',
   RAG_BUDGET_SHARE: '0.25',
   RAG_MAX_TOKENS: '1000',
@@ -248,6 +254,9 @@ export function loadConfig(env: Env): Config {
 
   const recall = get('RECALL')
   if (recall !== 'on' && recall !== 'off') throw new ConfigError('RECALL', `must be "on" or "off", got "${recall}"`)
+  const promptCache = get('PROMPT_CACHE')
+  if (promptCache !== 'auto' && promptCache !== 'off')
+    throw new ConfigError('PROMPT_CACHE', `must be "auto" or "off", got "${promptCache}"`)
 
   const requestTimeout = int('REQUEST_TIMEOUT_MS', 100)
   const headersTimeout = int('HEADERS_TIMEOUT_MS', 100)
@@ -289,6 +298,8 @@ export function loadConfig(env: Env): Config {
     mediaTokens: { image: int('IMAGE_TOKENS_ESTIMATE', 0), file: int('FILE_TOKENS_ESTIMATE', 0) },
     tokenMargins: parseMargins(get('TOKEN_MARGINS')),
     maxHistoryMessages: int('MAX_HISTORY_MESSAGES', 0),
+    historyStep: int('HISTORY_STEP', 1, 4096),
+    promptCache,
     maxSessionMessages: int('MAX_SESSION_MESSAGES', 2),
     ragBudgetShare: share('RAG_BUDGET_SHARE'),
     ragMaxTokens: int('RAG_MAX_TOKENS', 0),

@@ -100,6 +100,8 @@ export interface RequestLogInput {
   ttftMs?: Ms
   promptTokens?: Tokens
   completionTokens?: Tokens
+  /** Prompt tokens the provider served from its cache. */
+  cachedTokens?: Tokens
   /** The error registry code when the response is an error. */
   errorCode?: string
   /** The field the error names, and our message (never the upstream's: it may quote the request). */
@@ -124,6 +126,7 @@ export interface RequestLogRecord {
   ttftMs?: number
   promptTokens?: number
   completionTokens?: number
+  cachedTokens?: number
   errorCode?: string
   errorParam?: string
   errorMessage?: string
@@ -151,6 +154,7 @@ export function requestLogFields(i: RequestLogInput): RequestLogRecord {
   if (i.ttftMs !== undefined) r.ttftMs = round(i.ttftMs)
   if (i.promptTokens !== undefined) r.promptTokens = i.promptTokens
   if (i.completionTokens !== undefined) r.completionTokens = i.completionTokens
+  if (i.cachedTokens !== undefined) r.cachedTokens = i.cachedTokens
   if (i.errorCode !== undefined) r.errorCode = i.errorCode
   if (i.errorParam !== undefined) r.errorParam = i.errorParam
   // Bounded: a message may name a value the client sent (a file id); our messages never carry content or keys.

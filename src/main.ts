@@ -170,6 +170,8 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     defaultContextLength: config.defaultContextLength,
     defaultMaxTokens: config.defaultMaxTokens,
     maxHistoryMessages: config.maxHistoryMessages,
+    historyStep: config.historyStep,
+    promptCache: config.promptCache,
     ragBudgetShare: config.ragBudgetShare,
     ragMaxTokens: config.ragMaxTokens,
     ragTopK: config.ragTopK,
@@ -237,7 +239,12 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
           ...(upstreamMs !== undefined ? { overheadMs: Math.max(0, r.durationMs - upstreamMs) } : {}),
         })
         if (a.promptTokens !== undefined || a.completionTokens !== undefined) {
-          metrics.tokens({ model, prompt: num(a.promptTokens) ?? 0, completion: num(a.completionTokens) ?? 0 })
+          metrics.tokens({
+            model,
+            prompt: num(a.promptTokens) ?? 0,
+            completion: num(a.completionTokens) ?? 0,
+            cached: num(a.cachedTokens) ?? 0,
+          })
         }
       }
       logRequest(logger, {
@@ -254,6 +261,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
         ...(num(a.upstreamMs) !== undefined ? { upstreamMs: num(a.upstreamMs) } : {}),
         ...(num(a.promptTokens) !== undefined ? { promptTokens: num(a.promptTokens) } : {}),
         ...(num(a.completionTokens) !== undefined ? { completionTokens: num(a.completionTokens) } : {}),
+        ...(num(a.cachedTokens) !== undefined ? { cachedTokens: num(a.cachedTokens) } : {}),
         ...(r.error ? { errorCode: r.error.code } : {}),
         ...(r.error?.param ? { errorParam: r.error.param } : {}),
         ...(r.error && !r.error.fromUpstream ? { errorMessage: r.error.message } : {}),

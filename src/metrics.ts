@@ -20,7 +20,8 @@ export interface Metrics {
   /** Once per upstream call; each timing is observed only when known. `overheadMs` is the gateway's own time:
    * the request's total minus the time spent on the upstream. */
   observeUpstream(o: { model: string; headersMs?: Ms; ttftMs?: Ms; overheadMs?: Ms }): void
-  tokens(o: { model: string; prompt: number; completion: number }): void
+  /** `cached`: prompt tokens the provider served from its prompt cache (`usage.prompt_tokens_details.cached_tokens`). */
+  tokens(o: { model: string; prompt: number; completion: number; cached?: number }): void
   rateLimited(plan: string): void
   /** One call to a store (`redis`, `postgres`): its latency and whether it failed. `op` is a closed set per store. */
   storeOp(o: { store: StoreName; op: string; ms: Ms; ok: boolean }): void
@@ -247,7 +248,8 @@ export function createMetrics(o: MetricsOptions = {}): Metrics {
   )
   const tokenCounter = new CellCounter(
     'recallgate_tokens_total',
-    'Tokens by model and type (prompt = sent upstream, completion = generated), as reported by the upstream.',
+    'Tokens by model and type (prompt = sent upstream, prompt_cached = the part of it the provider served from its ' +
+      'prompt cache, completion = generated), as reported by the upstream.',
     registry,
   )
   const rateLimitedCounter = new Counter({
@@ -358,6 +360,9 @@ export function createMetrics(o: MetricsOptions = {}): Metrics {
       if (usable(t.prompt) && t.prompt > 0) tokenCounter.cell(`${model}\0prompt`, () => ({ model, type: 'prompt' })).value += t.prompt
       if (usable(t.completion) && t.completion > 0)
         tokenCounter.cell(`${model}\0completion`, () => ({ model, type: 'completion' })).value += t.completion
+      const cached = t.cached ?? 0
+      if (usable(cached) && cached > 0)
+        tokenCounter.cell(`${model}\0prompt_cached`, () => ({ model, type: 'prompt_cached' })).value += cached
     },
     rateLimited(plan) {
       rateLimitedCounter.inc({ plan: planLabel(plan) })

@@ -15,7 +15,7 @@ import { once } from 'node:events'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { encode } from 'gpt-tokenizer'
 import { systemClock } from './types.js'
-import { countChat, defaultToolCall, lastUserText, pairingError, parseJson, randomId, words } from './mock-upstream/content.js'
+import { chatTokens, defaultToolCall, PromptCache, lastUserText, pairingError, parseJson, randomId, words } from './mock-upstream/content.js'
 import {
   completionBody,
   embeddingsBody,
@@ -54,6 +54,7 @@ export async function startMockUpstream(o: MockUpstreamOptions = {}): Promise<Mo
   const maxRecorded = o.maxRecorded ?? 1000
   const maxBody = o.maxBodyBytes ?? 16 << 20
   const requests: RecordedRequest[] = []
+  const cache = new PromptCache()
   const queue: MockBehaviour[] = []
   let fallback: MockBehaviour = o.behaviour ?? {}
   const sockets = new Set<Socket>()
@@ -129,7 +130,10 @@ export async function startMockUpstream(o: MockUpstreamOptions = {}): Promise<Mo
     }
     const echo = () => `Echo: ${lastUserText(messages).slice(0, 200)}`
     const reply = b.reply ?? (b.replyTokens ? words(b.replyTokens, rng) : echo())
-    const prompt = Math.round(countChat(messages) * (o.promptTokenFactor ?? 1))
+    const tokens = chatTokens(messages)
+    const factor = o.promptTokenFactor ?? 1
+    const prompt = Math.round(tokens.length * factor)
+    const cached = Math.round(cache.lookup(typeof body.model === 'string' ? body.model : '', tokens) * factor)
     const completion = encode(reply, { disallowedSpecial: new Set() }).length
     const created = Math.floor(clock() / 1000)
     const calls = b.toolCalls ?? (b.reply === undefined ? [defaultToolCall(body, messages)].filter((c) => c !== undefined) : [])
@@ -142,7 +146,12 @@ export async function startMockUpstream(o: MockUpstreamOptions = {}): Promise<Mo
         model: typeof body.model === 'string' ? body.model : 'openai/gpt-4o',
         created,
       },
-      usage: { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion },
+      usage: {
+        prompt_tokens: prompt,
+        completion_tokens: completion,
+        total_tokens: prompt + completion,
+        prompt_tokens_details: { cached_tokens: cached },
+      },
     }
     const send = (text: string) => write(res, text, b, rng, signal)
     if (body.stream === true) return streamReply(res, gen, b, send, signal)

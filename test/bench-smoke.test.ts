@@ -23,7 +23,7 @@ t.test('the demo shows memory, retrieval and a stream, then shuts down', async (
   t.match(text, /"historyMessages":2/, 'the follow-up carried the first exchange')
   t.match(text, /201 \{"id":"file-/, 'the upload was processed')
   t.match(text, /"resultsFound":[1-9]/, 'retrieval found the uploaded file')
-  t.match(text, /system\s+Excerpts from the user's files/, 'the excerpts went upstream as a system message')
+  t.match(text, /user\s+Excerpts from the user's files/, 'the excerpts went upstream as a user message')
   t.match(text, /reply: {5}Sintra is 40 minutes by train/, 'the streamed reply was printed whole')
   t.match(text, /6 messages saved/)
   t.match(text, /Done: everything shut down/)

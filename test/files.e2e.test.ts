@@ -66,10 +66,11 @@ t.test('upload in every format; each fact is searchable and lands in the prompt 
   t.equal(meta.rag.sources[0]?.filename, 'notes.txt')
   t.ok(meta.context.includedChunks > 0)
   const sent = h.mock.lastChatBody()?.messages as Array<{ role: string; content: string }>
-  t.equal(sent[0]?.role, 'system', 'retrieved context comes as one system message first')
+  t.equal(sent[0]?.role, 'user', 'retrieved context comes as one user message (never hoisted), before the question')
   t.match(sent[0]?.content, /notes\.txt/, 'names the source file')
   t.match(sent[0]?.content, /4,217 animals/)
-  t.equal(sent.filter((m) => m.role === 'system').length, 1)
+  t.same(sent.map((m) => m.role), ['user', 'user'])
+  t.equal(sent[1]?.content, 'How many animals live at Cape Zorbelt?')
 })
 
 t.test('JSON upload, useRAG:false, ragQuery, and no files → nothing added', async (t) => {

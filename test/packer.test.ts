@@ -346,11 +346,11 @@ const unitHistoryArb = fc
 
 t.test('tool units: never split, never an unanswered call or an orphaned result, history opens with a user turn (random)', async (t) => {
   fc.assert(
-    fc.property(unitHistoryArb, fc.integer({ min: 60, max: 1500 }), fc.integer({ min: 0, max: 40 }), (history, window, limit) => {
+    fc.property(unitHistoryArb, fc.integer({ min: 60, max: 1500 }), fc.integer({ min: 0, max: 40 }), fc.constantFrom(1, 4, 32), (history, window, limit, historyStep) => {
       const requestOther: ChatMessage[] = [{ role: 'user', content: 'and now?' }]
       let res
       try {
-        res = pack(input({ window, reserve: 0, history, requestOther, maxHistoryMessages: limit }))
+        res = pack(input({ window, reserve: 0, history, requestOther, maxHistoryMessages: limit, historyStep }))
       } catch {
         return counter.chatTokens(requestOther, MODEL) > window
       }
@@ -367,4 +367,37 @@ t.test('tool units: never split, never an unanswered call or an orphaned result,
     { seed: 13, numRuns: 400 },
   )
   t.pass('holds for 400 random histories')
+})
+
+t.test('history start moves in steps: consecutive turns share the kept window until it jumps to the next boundary', async (t) => {
+  const step = 8
+  const starts: number[] = []
+  let prev: number | undefined
+  let jumps = 0
+  for (let n = 40; n <= 120; n += 2) {
+    const history = conversation(n, 'a turn of a fairly long conversation')
+    const base = pack(input({ reserve: 0 })).totalTokens
+    const res = pack(input({ reserve: 0, window: base + 400, history, historyStep: step }))
+    const first = res.messages[0] as ChatMessage
+    const start = history.findIndex((h) => h.message === first)
+    t.ok(start >= 0)
+    starts.push(start)
+    if (prev !== undefined && start !== prev) {
+      jumps++
+      t.equal(start % step, 0, `a jump lands on a boundary (${start})`)
+    }
+    prev = start
+    // Packed from the stored session alone: the same input packs the same window.
+    t.same(pack(input({ reserve: 0, window: base + 400, history, historyStep: step })).messages, res.messages)
+  }
+  t.ok(jumps <= Math.ceil(80 / step) + 1, `${jumps} jumps over 40 turns`)
+  const unstepped = new Set(
+    Array.from({ length: 41 }, (_, i) => {
+      const history = conversation(40 + 2 * i, 'a turn of a fairly long conversation')
+      const base = pack(input({ reserve: 0 })).totalTokens
+      const res = pack(input({ reserve: 0, window: base + 400, history }))
+      return history.findIndex((h) => h.message === res.messages[0])
+    }),
+  )
+  t.ok(unstepped.size > jumps * 2, `without steps the start moves every turn (${unstepped.size} starts)`)
 })

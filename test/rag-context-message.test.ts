@@ -13,7 +13,7 @@ t.test('one system message naming each chunk’s file, text inside fences', asyn
     hit({ text: 'Alpha fact.', filename: 'notes.md', heading_path: ['Intro', 'Setup'] }),
     hit({ text: 'Beta fact.', file_id: 'file-2', filename: 'report.pdf' }),
   ])
-  t.equal(msg.role, 'system')
+  t.equal(msg.role, 'user')
   t.equal(
     msg.content,
     `${CONTEXT_PREAMBLE}\n\n[1] "notes.md" § "Intro > Setup"\n\`\`\`\nAlpha fact.\n\`\`\`\n\n[2] "report.pdf"\n\`\`\`\nBeta fact.\n\`\`\``,

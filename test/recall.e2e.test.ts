@@ -65,7 +65,7 @@ t.test('a planted fact comes back for a question about it, not for an unrelated 
   t.ok(meta.memory.historyMessages > 0, 'the newest turns are still there')
   t.equal(meta.context.truncated, true, 'older turns were still left out')
   const block = messages.at(-2)
-  t.equal(block?.role, 'system', 'right before the question, after the history')
+  t.equal(block?.role, 'user', 'right before the question, after the history, as a user message (never hoisted)')
   t.match(block?.content, /^Earlier turns of this conversation/)
   t.match(block?.content, /\nuser: My grandmother's cat is called Bartholomew and he only eats sardines\.\nassistant: What a distinguished name for a cat!\n/)
   t.match(block?.content, /\n\d{4}-\d\d-\d\d \d\d:\d\d UTC\n/, 'dated')

@@ -109,7 +109,7 @@ t.test('a planted fact comes back for a question about it, with its neighbours, 
   t.match(block?.message.content, /Bartholomew/)
   t.ok(block?.seqs.includes(6) && block.seqs.includes(7), 'the planted exchange (seqs 6, 7)')
   t.ok(block?.seqs.includes(5) && block.seqs.includes(8), 'with the turns around it')
-  t.equal(block?.message.role, 'system')
+  t.equal(block?.message.role, 'user')
 
   const unrelated = await s.recall.search('ta', 's1', 'Any tips for baking sourdough bread?', 2000)
   const other = select(s, unrelated)

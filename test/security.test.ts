@@ -179,7 +179,7 @@ t.test('retrieved file text is framed as quoted data that the file cannot close'
   const framed = messages.filter((m) => m.content.includes('4417-KAPPA'))
   t.equal(framed.length, 1, 'the file text arrives in exactly one message')
   const ctx = framed[0] as { role: string; content: string }
-  t.equal(ctx.role, 'system', '… the gateway’s context message')
+  t.equal(ctx.role, 'user', '… the gateway’s context message (a user message: quoted data, never hoisted into the system prompt)')
   t.match(ctx.content, /quoted data/i, 'which says the excerpts are quoted data')
   t.match(ctx.content, /not instructions/i)
   t.notOk(ctx.content.includes(filename), 'the raw file name (with its newline and fence) is not in the prompt')

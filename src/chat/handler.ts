@@ -157,4 +157,6 @@ function annotateUsage(a: Record<string, string | number | boolean | undefined>,
   if (usage === undefined) return
   a.promptTokens = usage.prompt_tokens
   a.completionTokens = usage.completion_tokens
+  const cached = usage.prompt_tokens_details?.cached_tokens
+  if (typeof cached === 'number') a.cachedTokens = cached
 }

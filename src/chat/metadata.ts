@@ -37,5 +37,7 @@ export interface Metadata {
     /** The window the packer used (after the vendor margin and learned correction) and the reply reserve. */
     window: Tokens
     reserved: Tokens
+    /** Tokens at the start of this prompt that are the same as the previous request of the session, as packed. */
+    stablePrefixTokens: Tokens
   }
 }

@@ -20,6 +20,8 @@ import type { Metadata } from './metadata.js'
 import type { Usage } from './relay-stream.js'
 import type { ChatRequest } from './validate.js'
 import { alignResent } from './resent-history.js'
+import { StablePrefix } from './stable-prefix.js'
+import { clientMarksCache, needsBreakpoints, withBreakpoints } from './cache-breakpoints.js'
 
 export interface PlannerOptions {
   counter: TokenCounter
@@ -29,6 +31,12 @@ export interface PlannerOptions {
   defaultContextLength: Tokens
   defaultMaxTokens: Tokens
   maxHistoryMessages: number
+  /** See context/packer.ts. Default 1. */
+  historyStep?: number
+  /** Default 'auto'. */
+  promptCache?: 'auto' | 'off'
+  /** Sessions whose previous prompt is remembered for `stablePrefixTokens`. Default 10,000. */
+  stablePrefixSessions?: number
   ragBudgetShare: number
   ragMaxTokens: Tokens
   ragTopK: number
@@ -69,9 +77,11 @@ interface Saving {
 
 export class Planner implements ChatPlanner {
   readonly #o: PlannerOptions
+  readonly #prefix: StablePrefix
 
   constructor(o: PlannerOptions) {
     this.#o = o
+    this.#prefix = new StablePrefix(o.stablePrefixSessions ?? 10_000)
   }
 
   async prepare(tenant: Tenant, req: ChatRequest, opts: { authorization: string }): Promise<PreparedChat> {
@@ -159,6 +169,7 @@ export class Planner implements ChatPlanner {
       history,
       olderMessages: older,
       maxHistoryMessages: o.maxHistoryMessages,
+      historyStep: o.historyStep,
       retrieval:
         hits.length === 0
           ? undefined
@@ -172,6 +183,7 @@ export class Planner implements ChatPlanner {
           ? undefined
           : {
               recentShare: recall.recentShare,
+              maxTokens: recall.service.maxTokens,
               select: (ctx) => {
                 const block = recall.service.select(recalled, ctx, model)
                 return block && { message: block.message, messages: block.seqs.length, seqs: block.seqs, tokens: block.tokens }
@@ -210,10 +222,23 @@ export class Planner implements ChatPlanner {
         truncated: result.truncated,
         window: usable,
         reserved: reserve,
+        stablePrefixTokens:
+          req.sessionId === undefined
+            ? 0
+            : this.#prefix.observe(
+                `${tenant.id}\u0000${req.sessionId}`,
+                `${model}\u0000${toolTokens > 0 ? JSON.stringify(req.passthrough.tools) : ''}`,
+                toolTokens,
+                result.messages,
+                result.messageTokens,
+              ),
       },
     }
+    let messages = result.messages
+    if (o.promptCache !== 'off' && needsBreakpoints(model) && !clientMarksCache(req.passthrough, req.messages))
+      messages = withBreakpoints(messages, system.length, result.stableMessages)
     const saving: Saving = { fresh, replaceFrom: aligned.replaceFrom }
-    return { messages: result.messages, metadata, countedTokens: result.totalTokens, saving }
+    return { messages, metadata, countedTokens: result.totalTokens, saving }
   }
 
   async save(tenant: Tenant, req: ChatRequest, prepared: PreparedChat, reply: ChatMessage): Promise<void> {

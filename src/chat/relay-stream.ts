@@ -26,6 +26,8 @@ export interface Usage {
   prompt_tokens?: number
   completion_tokens?: number
   total_tokens?: number
+  /** OpenAI's (and OpenRouter's) prompt cache report: the prompt tokens served from the cache. */
+  prompt_tokens_details?: { cached_tokens?: number }
 }
 
 export type StreamOutcome =

@@ -43,6 +43,13 @@ export interface RetrievalInput {
 export interface RecallInput {
   /** Share (0–1) of the history room kept for the newest turns. */
   recentShare: number
+  /**
+   * The most the block ever takes. When given, the newest turns get the history room minus the block's whole room
+   * (min(maxTokens, the rest of recentShare)), whatever the block turns out to use: the kept window is then the same
+   * from one request to the next (a stable prefix), at the cost of the room a small block leaves unused. Without it,
+   * unused room goes back to the newest turns.
+   */
+  maxTokens?: Tokens
   select: (ctx: {
     /** Tokens the returned message may take, framing included. */
     room: Tokens
@@ -88,6 +95,12 @@ export interface PackInput {
    */
   olderMessages?: number
   maxHistoryMessages: number
+  /**
+   * When the history does not fit whole, its kept window starts at a seq that is a multiple of this step (messages;
+   * a power of two at most half the kept messages), so the start moves in steps, not one turn per request, and
+   * consecutive prompts of a session share their prefix until it jumps. Default 1 (no steps).
+   */
+  historyStep?: number
   retrieval?: RetrievalInput
   recall?: RecallInput
   messageTokens: (m: ChatMessage) => Tokens
@@ -99,8 +112,13 @@ export interface PackInput {
 export interface PackResult {
   /** Request system, history oldest first, recalled turns (if any), retrieved context (if any), request others. */
   messages: ChatMessage[]
-  /** Exact count of `messages`: chatOverhead + Σ message tokens. */
+  /** Exact count of `messages`: chatOverhead + extraTokens + Σ message tokens. */
   totalTokens: Tokens
+  /** Each message's tokens, aligned with `messages` (for the stable-prefix report). */
+  messageTokens: Tokens[]
+  /** Messages at the start of `messages` that are the request's system/developer messages and history: the part that
+   * stays the same from one request of a session to the next. */
+  stableMessages: number
   includedHistory: number
   includedChunks: number
   /** Candidate indexes of the chunks in the retrieval message, best first. */
@@ -138,20 +156,30 @@ export function pack(input: PackInput): PackResult {
 
   const limit = Math.max(0, Math.floor(input.maxHistoryMessages))
   const history = input.history
-  const units = sendableUnits(history)
   const older = Math.max(0, input.olderMessages ?? 0)
-  const newest = (r: Tokens): Recent => newestFirst(history, units, r, limit, input.historyMessageTokens)
+  const units = sendableUnits(history)
+  const step = Math.max(1, Math.floor(input.historyStep ?? 1))
+  const newest = (r: Tokens): Recent => newestFirst(history, units, r, limit, step, older > 0, input.historyMessageTokens)
   let recent = newest(room)
   let recalled: (RecalledBlock & { tokens: Tokens }) | undefined
   if (recent.cut || older > 0) {
     truncated = true
     if (input.recall !== undefined) {
       const share = Math.min(1, Math.max(0, input.recall.recentShare))
-      const split = newest(Math.floor(room * share))
+      const cap = input.recall.maxTokens
+      const split = newest(cap === undefined ? Math.floor(room * share) : room - Math.min(cap, room - Math.floor(room * share)))
       recalled = selectRecall(input.recall, history, split, room - split.tokens, messageTokens)
-      // Nothing recalled: the newest turns keep the whole room rather than leave it empty.
-      if (recalled !== undefined) recent = split
-      if (recalled?.seqs !== undefined) {
+      // Nothing recalled: without a fixed block room the newest turns keep the whole room rather than leave it empty;
+      // with one (`maxTokens`) they keep the same window either way, so the prompt's prefix does not flip between two
+      // windows with the query.
+      if (recalled !== undefined || cap !== undefined) recent = split
+      if (recalled?.seqs !== undefined && cap !== undefined) {
+        const seqs = recalled.seqs
+        const first = history[0]?.seq ?? Infinity
+        const recalledInHistory = seqs.filter((s) => s >= first).length
+        const leftOut = history.length - recent.count - recalledInHistory + older - (seqs.length - recalledInHistory)
+        truncated = leftOut > 0 || (chunks?.selected.length ?? 0) < (input.retrieval?.candidates.length ?? 0)
+      } else if (recalled?.seqs !== undefined) {
         // The block may leave part of its room unused (few matches, or its own cap): the newest turns take it back,
         // and the block is selected again without the turns they now cover, so nothing is sent twice. Its room can
         // only grow (wider.tokens ≤ room − first block), so it keeps at least what it had.
@@ -175,13 +203,30 @@ export function pack(input: PackInput): PackResult {
   }
 
   const messages: ChatMessage[] = [...input.requestSystem]
-  for (const i of recent.indexes) messages.push((history[i] as StoredMessage).message)
-  if (recalled !== undefined) messages.push(recalled.message)
-  if (chunks !== undefined) messages.push(chunks.message)
-  messages.push(...input.requestOther)
+  const tokens: Tokens[] = input.requestSystem.map(messageTokens)
+  for (const i of recent.indexes) {
+    const h = history[i] as StoredMessage
+    messages.push(h.message)
+    tokens.push(input.historyMessageTokens(h))
+  }
+  const stableMessages = messages.length
+  if (recalled !== undefined) {
+    messages.push(recalled.message)
+    tokens.push(recalled.tokens)
+  }
+  if (chunks !== undefined) {
+    messages.push(chunks.message)
+    tokens.push(chunks.tokens)
+  }
+  for (const m of input.requestOther) {
+    messages.push(m)
+    tokens.push(messageTokens(m))
+  }
 
   return {
     messages,
+    messageTokens: tokens,
+    stableMessages,
     totalTokens: requestTokens + (chunks?.tokens ?? 0) + (recalled?.tokens ?? 0) + recent.tokens,
     includedHistory: recent.count,
     includedChunks: chunks?.selected.length ?? 0,
@@ -261,6 +306,9 @@ function newestFirst(
   units: readonly Unit[],
   room: Tokens,
   limit: number,
+  step: number,
+  /** Older messages exist that were not even read: the window is cut whatever fits. */
+  olderUnread: boolean,
   tokensOf: (m: StoredMessage) => Tokens,
 ): Recent {
   const kept: Array<{ u: Unit; tokens: Tokens }> = []
@@ -282,12 +330,22 @@ function newestFirst(
     tokens += t
     count += u.end - u.start
   }
-  // Open with a user message.
-  while (kept.length > 0 && !(kept.at(-1) as { u: Unit }).u.user) {
+  const drop = (): void => {
     const dropped = kept.pop() as { u: Unit; tokens: Tokens }
     tokens -= dropped.tokens
     count -= dropped.u.end - dropped.u.start
   }
+  if ((cut || olderUnread) && step > 1) {
+    // Start at a step boundary: the window is a function of the stored session alone, stable while the room varies
+    // within a step. Powers of two nest, so a smaller step (a tight room) still shares boundaries with larger ones.
+    let s = 1
+    while (s * 2 <= Math.min(step, count / 2)) s *= 2
+    const oldest = kept.at(-1)
+    const boundary = oldest === undefined ? 0 : Math.ceil((history[oldest.u.start] as StoredMessage).seq / s) * s
+    while (kept.length > 0 && (history[(kept.at(-1) as { u: Unit }).u.start] as StoredMessage).seq < boundary) drop()
+  }
+  // Open with a user message.
+  while (kept.length > 0 && !(kept.at(-1) as { u: Unit }).u.user) drop()
   const indexes: number[] = []
   for (let j = kept.length - 1; j >= 0; j--) {
     const u = (kept[j] as { u: Unit }).u

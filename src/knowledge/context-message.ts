@@ -9,6 +9,7 @@
 import type { ChatMessage, Tokens } from '../types.js'
 import { countO200k } from '../context/token-count.js'
 import { fenceFor } from '../context/fence.js'
+import { BLOCK_ROLE } from '../context/block-role.js'
 
 export interface ContextHit {
   file_id: string
@@ -34,9 +35,9 @@ interface Excerpt {
   text: string
 }
 
-/** Render `hits` (in the order given) as one system message. */
+/** Render `hits` (in the order given) as one message (context/block-role.ts). */
 export function renderContextMessage(hits: readonly ContextHit[]): ChatMessage {
-  return { role: 'system', content: render(merge(hits)) }
+  return { role: BLOCK_ROLE, content: render(merge(hits)) }
 }
 
 export interface ContextSelection<H extends ContextHit> {
@@ -82,7 +83,7 @@ export function selectContext<H extends ContextHit>(
   while (chosen.length > 0) {
     const content = render(excerpts)
     const tokens = count(content)
-    if (tokens <= opts.maxTokens) return { hits: chosen, message: { role: 'system', content }, tokens }
+    if (tokens <= opts.maxTokens) return { hits: chosen, message: { role: BLOCK_ROLE, content }, tokens }
     chosen.pop()
     excerpts = merge(chosen)
   }

@@ -19,11 +19,41 @@ export function parseJson(text: string): unknown {
 }
 
 export function countChat(messages: unknown[]): number {
+  return chatTokens(messages).length
+}
+
+/** The prompt's tokens as gpt-4o would read them (tool calls as their JSON): what the emulated cache compares. */
+export function chatTokens(messages: unknown[]): number[] {
   const chat = messages.filter(isObject).map((m) => ({
     role: typeof m.role === 'string' ? m.role : 'user',
-    content: contentText(m.content),
+    content: contentText(m.content) + (Array.isArray(m.tool_calls) ? JSON.stringify(m.tool_calls) : ''),
   }))
-  return encodeChat(chat, 'gpt-4o', { disallowedSpecial: new Set() }).length
+  return encodeChat(chat, 'gpt-4o', { disallowedSpecial: new Set() })
+}
+
+/**
+ * OpenAI's automatic prompt cache, emulated: a prompt's cached tokens are the longest prefix it shares with one of the
+ * model's recent prompts, counted in 128-token steps from 1,024 tokens (shorter prefixes are not cached).
+ */
+export class PromptCache {
+  readonly #recent = new Map<string, number[][]>()
+  constructor(readonly size = 64) {}
+
+  /** Cached tokens for this prompt; then it is remembered as a recent prompt of `model`. */
+  lookup(model: string, tokens: number[]): number {
+    let list = this.#recent.get(model)
+    if (list === undefined) this.#recent.set(model, (list = []))
+    let best = 0
+    for (const p of list) {
+      const n = Math.min(p.length, tokens.length)
+      let i = 0
+      while (i < n && p[i] === tokens[i]) i++
+      if (i > best) best = i
+    }
+    list.push(tokens)
+    if (list.length > this.size) list.shift()
+    return best < 1024 ? 0 : best - (best % 128)
+  }
 }
 
 export function lastUserText(messages: unknown[]): string {

@@ -14,7 +14,12 @@ export interface Generation {
   toolCalls?: Array<{ id: string; name: string; arguments: string }>
   /** Fields every body and chunk of this generation starts with. */
   head: { id: string; provider: string; model: string; created: number }
-  usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number }
+  usage: {
+    prompt_tokens: number
+    completion_tokens: number
+    total_tokens: number
+    prompt_tokens_details: { cached_tokens: number }
+  }
 }
 
 const ERROR_MESSAGES: Record<number, string> = {

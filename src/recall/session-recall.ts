@@ -25,6 +25,7 @@ import { createHash } from 'node:crypto'
 import { join } from 'node:path'
 import { LRUCache } from 'lru-cache'
 import { STORED_ENCODING, type TokenCounter } from '../context/tokenizer.js'
+import { BLOCK_ROLE } from '../context/block-role.js'
 import { IndexRecords } from '../storage/file-repo.js'
 import type { AfterCommit, SessionRepo, StoredMessage } from '../storage/session-repo.js'
 import type { Key, Store } from '../storage/store.js'
@@ -155,6 +156,11 @@ export class SessionRecall {
   /** namespaceOf is a SHA-256 (~20 µs): remembered for recently used sessions. */
   readonly #namespaces = new LRUCache<string, string>({ max: 4096 })
 
+  /** The most a recall block takes (RECALL_MAX_TOKENS), framing included. */
+  get maxTokens(): Tokens {
+    return this.#maxTokens
+  }
+
   constructor(o: SessionRecallOptions) {
     this.#store = o.store
     this.#sessions = o.sessions
@@ -262,7 +268,7 @@ export class SessionRecall {
     ctx: { room: Tokens; recent: ReadonlySet<number>; oldestRecentSeq: number | undefined },
     model: string,
   ): RecallBlock | undefined {
-    const budget = Math.min(ctx.room, this.#maxTokens) - this.#counter.messageTokensFromContent('system', 0, model)
+    const budget = Math.min(ctx.room, this.#maxTokens) - this.#counter.messageTokensFromContent(BLOCK_ROLE, 0, model)
     if (budget <= 0) return undefined
     let counting: BlockCounting
     if (this.#counter.encodingFor(model) === STORED_ENCODING) counting = { piece: (text) => this.#piece(text), line: (t) => t.line }
@@ -282,9 +288,9 @@ export class SessionRecall {
     const block = selectBlock(c, { budget, recent: ctx.recent, oldestRecentSeq: ctx.oldestRecentSeq }, this.#tuning.neighbours, counting)
     if (block === undefined) return undefined
     return {
-      message: { role: 'system', content: block.content },
+      message: { role: BLOCK_ROLE, content: block.content },
       seqs: block.seqs,
-      tokens: this.#counter.messageTokensFromContent('system', block.tokens, model),
+      tokens: this.#counter.messageTokensFromContent(BLOCK_ROLE, block.tokens, model),
     }
   }
 

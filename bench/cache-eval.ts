@@ -1,0 +1,200 @@
+/**
+ * Prompt caching over a long session: the share of prompt tokens a provider's prefix cache can serve, through the
+ * gateway (memory and retrieval on) against a client that keeps and sends its own history, in the same run.
+ *
+ * Method: a mock OpenRouter and a gateway run in this process (real HTTP on 127.0.0.1, real LMDB in a temp dir). The
+ * mock emulates OpenAI's automatic cache: `usage.prompt_tokens_details.cached_tokens` is the longest prefix the prompt
+ * shares with one of the model's 64 most recent prompts, in 128-token steps from 1,024 tokens. A few SQuAD articles
+ * are uploaded as files. One LoCoMo conversation (default conv-41: 663 turns, ~330 exchanges) is replayed into one
+ * session on a model with a 16,384-token window: speaker A's turns since the last B turn are one request, the mock
+ * scripted to answer B's turn (as bench/memory-eval.ts does), with memory, recall and retrieval at their defaults.
+ * The share is Σ cached_tokens / Σ prompt_tokens over the replay, as the upstream reported them (what is billed).
+ * "History/request" is the mean number of stored messages packed per request: what a cache-friendly start costs.
+ * The client arm sends the same turns straight to the mock with its whole history, dropping its oldest turns when
+ * the prompt and the 1,024-token reply reserve would not fit (what most apps do).
+ * Arms: HISTORY_STEP 1 (the start moves with every turn once the window is full), 8, 16, 32, 64.
+ *
+ * Usage: node dist/bench/cache-eval.js [--conversation conv-41] [--steps 1,8,16,32,64] [--articles 3] [--json]
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Writable } from 'node:stream'
+import { encodeChat } from 'gpt-tokenizer'
+import { loadConfig } from '../src/config.js'
+import { startGateway, type Gateway } from '../src/main.js'
+import { startMockUpstream, type MockUpstream } from '../src/mock-upstream.js'
+import { loadLocomo, type Conversation } from './lib/locomo.js'
+import { sharedDataPath } from './lib/project-root.js'
+
+const KEY = 'rg_cache_eval_key_0001'
+/** `--env A=1,B=2`: settings for every gateway arm (to measure a trade-off). */
+const extraEnv: Record<string, string> = Object.fromEntries(
+  (process.argv.includes('--env') ? (process.argv[process.argv.indexOf('--env') + 1] ?? '') : '')
+    .split(',')
+    .filter((kv) => kv.includes('='))
+    .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+)
+const PROVIDER = 'sk-or-eval'
+const MODEL = 'openai/gpt-4o'
+const CLIENT_MODEL = 'openai/gpt-4o-client'
+const WINDOW = 16_384
+const RESERVE = 1024
+
+function arg(name: string): string | undefined {
+  const i = process.argv.indexOf(`--${name}`)
+  return i >= 0 ? process.argv[i + 1] : undefined
+}
+
+interface Usage {
+  prompt_tokens: number
+  prompt_tokens_details?: { cached_tokens?: number }
+}
+
+export interface CacheRow {
+  arm: string
+  requests: number
+  promptTokens: number
+  cachedTokens: number
+  share: number
+  /** Mean stored messages packed per request (gateway arms), or mean history messages sent (client arm). */
+  historyPerRequest: number
+  /** Mean of `_metadata.context.stablePrefixTokens` / prompt tokens (gateway arms). */
+  reportedShare: number
+}
+
+const sink = (): Writable => new Writable({ write: (_c, _e, cb) => cb() })
+
+async function post(url: string, body: Record<string, unknown>, headers: Record<string, string>): Promise<Record<string, unknown>> {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${PROVIDER}`, ...headers },
+    body: JSON.stringify(body),
+  })
+  const json = (await res.json()) as Record<string, unknown>
+  if (res.status !== 200 && res.status !== 201) throw new Error(`${res.status}: ${JSON.stringify(json).slice(0, 300)}`)
+  return json
+}
+
+/** The conversation as requests: the messages each one carries and the reply the mock is scripted to give. */
+function exchanges(c: Conversation): Array<{ messages: Array<{ role: 'user' | 'assistant'; content: string }>; reply: string }> {
+  const out: Array<{ messages: Array<{ role: 'user' | 'assistant'; content: string }>; reply: string }> = []
+  let pending: Array<{ role: 'user' | 'assistant'; content: string }> = []
+  for (const s of c.sessions) {
+    for (const t of s.turns) {
+      if (t.speaker === c.speakerA) pending.push({ role: 'user', content: t.text })
+      else if (pending.some((m) => m.role === 'user')) {
+        out.push({ messages: pending, reply: t.text })
+        pending = []
+      } else pending.push({ role: 'assistant', content: t.text })
+    }
+  }
+  if (pending.length > 0) out.push({ messages: pending, reply: '' })
+  return out
+}
+
+function articles(n: number): Array<{ filename: string; content: string }> {
+  const squad = JSON.parse(readFileSync(sharedDataPath('squad-dev-v2.0.json'), 'utf8')) as {
+    data: Array<{ title: string; paragraphs: Array<{ context: string }> }>
+  }
+  return squad.data.slice(0, n).map((a) => ({ filename: `${a.title}.txt`, content: a.paragraphs.map((p) => p.context).join('\n\n') }))
+}
+
+async function gatewayArm(mock: MockUpstream, c: Conversation, step: number, files: Array<{ filename: string; content: string }>): Promise<CacheRow> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'recallgate-cache-eval-'))
+  let gw: Gateway | undefined
+  try {
+    const config = loadConfig({
+      PORT: '0',
+      UPSTREAM_BASE_URL: mock.url,
+      DATA_DIR: dataDir,
+      SERVICE_KEYS: `${KEY}:unlimited`,
+      LOG_LEVEL: 'warn',
+      HISTORY_STEP: String(step),
+      ...extraEnv,
+    })
+    gw = await startGateway(config, { logDestination: sink(), onBootstrapKey: () => undefined })
+    for (const f of files) await post(`${gw.url}/api/v1/files`, f, { serviceKey: KEY })
+    const row: CacheRow = { arm: `recallgate, HISTORY_STEP=${step}`, requests: 0, promptTokens: 0, cachedTokens: 0, share: 0, historyPerRequest: 0, reportedShare: 0 }
+    let history = 0
+    let reported = 0
+    for (const x of exchanges(c)) {
+      mock.enqueue({ reply: x.reply })
+      const res = await post(`${gw.url}/api/v1/chat/completions`, { model: MODEL, messages: x.messages, sessionId: `${c.name}-${step}` }, { serviceKey: KEY })
+      const usage = res.usage as Usage
+      const meta = res._metadata as { memory: { historyMessages: number }; context: { stablePrefixTokens: number; totalTokens: number } }
+      row.requests++
+      row.promptTokens += usage.prompt_tokens
+      row.cachedTokens += usage.prompt_tokens_details?.cached_tokens ?? 0
+      history += meta.memory.historyMessages
+      reported += meta.context.stablePrefixTokens
+    }
+    row.share = row.cachedTokens / row.promptTokens
+    row.historyPerRequest = history / row.requests
+    row.reportedShare = reported / row.promptTokens
+    return row
+  } finally {
+    await gw?.close()
+    rmSync(dataDir, { recursive: true, force: true })
+  }
+}
+
+/** A client that sends its own history, dropping its oldest messages (a user turn at a time) to fit. */
+async function clientArm(mock: MockUpstream, c: Conversation): Promise<CacheRow> {
+  const row: CacheRow = { arm: 'client sends its own history', requests: 0, promptTokens: 0, cachedTokens: 0, share: 0, historyPerRequest: 0, reportedShare: 0 }
+  let history: Array<{ role: 'user' | 'assistant'; content: string }> = []
+  let sent = 0
+  for (const x of exchanges(c)) {
+    let prompt = [...history, ...x.messages]
+    while (encodeChat(prompt, 'gpt-4o', { disallowedSpecial: new Set() }).length + RESERVE > WINDOW && history.length > 0) {
+      // Drop the oldest turn: up to the next user message.
+      let cut = 1
+      while (cut < history.length && history[cut]?.role !== 'user') cut++
+      history = history.slice(cut)
+      prompt = [...history, ...x.messages]
+    }
+    mock.enqueue({ reply: x.reply })
+    const res = await post(`${mock.url}/chat/completions`, { model: CLIENT_MODEL, messages: prompt, max_tokens: RESERVE }, {})
+    const usage = res.usage as Usage
+    row.requests++
+    row.promptTokens += usage.prompt_tokens
+    row.cachedTokens += usage.prompt_tokens_details?.cached_tokens ?? 0
+    sent += history.length
+    history = [...prompt, { role: 'assistant', content: x.reply }]
+  }
+  row.share = row.cachedTokens / row.promptTokens
+  row.historyPerRequest = sent / row.requests
+  return row
+}
+
+export async function runCacheEval(o: { conversation?: string; steps?: number[]; articles?: number } = {}): Promise<CacheRow[]> {
+  const [c] = loadLocomo([o.conversation ?? 'conv-41'])
+  if (c === undefined) throw new Error(`no LoCoMo conversation ${o.conversation}`)
+  const mock = await startMockUpstream({
+    models: [
+      { id: MODEL, context_length: WINDOW },
+      { id: CLIENT_MODEL, context_length: WINDOW },
+    ],
+    maxRecorded: 0,
+  })
+  try {
+    const files = articles(o.articles ?? 3)
+    const rows = [await clientArm(mock, c)]
+    for (const step of o.steps ?? [1, 8, 16, 32, 64]) rows.push(await gatewayArm(mock, c, step, files))
+    return rows
+  } finally {
+    await mock.close()
+  }
+}
+
+const steps = arg('steps')?.split(',').map(Number)
+const rows = await runCacheEval({ conversation: arg('conversation'), steps, articles: Number(arg('articles') ?? 3) })
+if (process.argv.includes('--json')) console.log(JSON.stringify(rows, null, 2))
+else {
+  console.log('| arm | requests | prompt tokens | cached tokens | cached share | stablePrefixTokens share | history messages/request |')
+  console.log('|---|---|---|---|---|---|---|')
+  for (const r of rows) {
+    const pct = (x: number): string => `${(100 * x).toFixed(1)}%`
+    console.log(`| ${r.arm} | ${r.requests} | ${r.promptTokens} | ${r.cachedTokens} | ${pct(r.share)} | ${r.arm.startsWith('client') ? '-' : pct(r.reportedShare)} | ${r.historyPerRequest.toFixed(1)} |`)
+  }
+}
