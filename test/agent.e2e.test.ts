@@ -259,3 +259,55 @@ t.test('the x-session-id header names the session for SDKs that cannot add a bod
   t.equal(bad.status, 400)
   t.equal(((await bad.json()) as { error: { param: string } }).error.param, 'sessionId')
 })
+
+t.test('a small window drops old tool exchanges whole; image and audio parts are remembered and counted', async (t) => {
+  const h = await startHarness(t)
+  const model = 'test/tiny' // a 4,096-token window
+  const filler = 'The tool returned a long report about harbour traffic, tides and cargo. '.repeat(40)
+  for (let i = 0; i < 12; i++) {
+    const first = await create(h, { model, messages: [{ role: 'user', content: `Check harbour ${i}` }], tools: [WEATHER], sessionId: 'small' })
+    const call = first.choices[0]?.message.tool_calls?.[0]
+    if (call === undefined) return t.fail('no call')
+    await create(h, { model, messages: [{ role: 'tool', tool_call_id: call.id, content: `${i}: ${filler}` }], tools: [WEATHER], sessionId: 'small' })
+  }
+  const r = await create(h, { model, messages: [{ role: 'user', content: 'Summarise.' }], sessionId: 'small' })
+  const prompt = sent(h)
+  t.ok(metaOf(r).memory.historyMessages > 0 && metaOf(r).memory.historyMessages < 48, 'some history, not all of it')
+  t.equal(prompt[0]?.role, 'user', 'the kept history opens with a user message')
+  // Every call in the prompt is followed by its results, and every result follows its call (the mock checks too).
+  prompt.forEach((m, i) => {
+    if (m.role === 'tool') t.ok(prompt.slice(0, i).some((p) => JSON.stringify(p.tool_calls ?? []).includes(String(m.tool_call_id))))
+    if (Array.isArray(m.tool_calls)) t.equal(prompt[i + 1]?.role, 'tool', 'a call is followed by its result')
+  })
+
+  // Parts are saved as they were sent and come back in the session API; the next prompt counts them again.
+  const png =
+    'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=='
+  // 1 s of 16-bit mono 8 kHz silence as WAV: 10 tokens at gpt-4o's 10 tokens a second.
+  const wav = Buffer.alloc(44 + 16000)
+  wav.write('RIFF', 0)
+  wav.writeUInt32LE(36 + 16000, 4)
+  wav.write('WAVEfmt ', 8)
+  wav.writeUInt32LE(16, 16)
+  wav.writeUInt16LE(1, 20)
+  wav.writeUInt16LE(1, 22)
+  wav.writeUInt32LE(8000, 24)
+  wav.writeUInt32LE(16000, 28)
+  wav.writeUInt16LE(2, 32)
+  wav.writeUInt16LE(16, 34)
+  wav.write('data', 36)
+  wav.writeUInt32LE(16000, 40)
+  const parts = [
+    { type: 'text', text: 'Look and listen.' },
+    { type: 'image_url', image_url: { url: png, detail: 'low' } },
+    { type: 'input_audio', input_audio: { data: wav.toString('base64'), format: 'wav' } },
+  ]
+  const a = await create(h, { messages: [{ role: 'user', content: parts }], sessionId: 'media' })
+  const stored = await storedSession(h, 'media')
+  t.same(stored[0], { role: 'user', content: parts }, 'saved exactly as sent')
+  const b = await create(h, { messages: [{ role: 'user', content: 'And now?' }], sessionId: 'media' })
+  t.same(sent(h)[0], { role: 'user', content: parts }, 'sent again from memory as it was')
+  const plain = await create(h, { messages: [{ role: 'user', content: 'Look and listen.' }] })
+  t.equal(metaOf(a).context.totalTokens - metaOf(plain).context.totalTokens, 85 + 10, 'image (low: 85) and audio (1 s: 10) counted')
+  t.ok(metaOf(b).context.totalTokens > metaOf(a).context.totalTokens, 'and counted again as history')
+})

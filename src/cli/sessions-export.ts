@@ -16,7 +16,7 @@ import { errorReason, networkError, readBounded } from './gateway-response.js'
 
 export const help = `Usage: recallgate sessions export <id> [--url URL] [--key KEY] [--out FILE]
 
-Write one session of the key's tenant as JSON: {id, object, messages: [{role, content, created_at}], created_at,
+Write one session of the key's tenant as JSON: {id, object, messages: [<OpenAI message> + created_at], created_at,
 updated_at}, as GET /api/v1/sessions/{id} returns it.
 
 Options:

@@ -94,7 +94,9 @@ function audioTokens(base64: string, format: unknown): Tokens {
     const head = Buffer.from(base64.slice(0, 64), 'base64')
     // RIFF header: byte rate (bytes per second) is the little-endian uint32 at offset 28.
     const rate = head.length >= 32 && head.toString('latin1', 0, 4) === 'RIFF' ? head.readUInt32LE(28) : 0
-    seconds = rate > 0 ? bytes / rate : bytes / 48_000
+    // The samples are the `data` chunk's bytes (its size at offset 40 in the canonical 44-byte header), not the file's.
+    const data = head.length >= 44 && head.toString('latin1', 36, 40) === 'data' ? Math.min(head.readUInt32LE(40), bytes) : bytes
+    seconds = rate > 0 ? data / rate : bytes / 48_000
   }
   return Math.ceil(seconds * AUDIO_TOKENS_PER_SECOND)
 }
