@@ -33,6 +33,8 @@ async function fakeGateway(t: Test, decide: (u: Upload, n: number) => Reply = ()
     }
     const custom = routes[`${req.method} ${req.url}`]
     if (custom) return custom(req, res)
+    // Nothing stored yet: the command lists the files first, to skip unchanged ones (test/cli-ingest-again.e2e.test.ts).
+    if (req.method === 'GET' && req.url === '/api/v1/files') return send({ status: 200, body: { object: 'list', data: [] } })
     if (req.method !== 'POST' || req.url !== '/api/v1/files') return send({ status: 404, body: { error: { message: 'nope' } } })
     inFlight++
     maxInFlight = Math.max(maxInFlight, inFlight)
@@ -119,7 +121,7 @@ t.test('uploads a folder: supported files go up, others are skipped, a 415 is re
   const out = cli.out()
   t.match(out, /^ok {4}docs\/guide\/a\.md {2}\(21 B, 3 chunks\)$/m)
   t.match(out, /^skip  docs\/c\.xyz  unsupported extension$/m)
-  t.match(out, /^Uploaded 1 file \(21 B, 3 chunks\) in \d+\.\d s; 1 failed; 1 skipped\.$/m)
+  t.match(out, /^Uploaded 1 file \(21 B, 3 chunks\) in \d+\.\d s; 0 unchanged; 1 failed; 1 skipped\.$/m)
   t.match(out, /^Failed:\n {2}docs\/b\.csv: 415 unsupported_media_type: CSV is disabled here$/m)
   t.match(out, /^Skipped \(unsupported extension\):\n {2}docs\/c\.xyz$/m)
   t.notOk(out.includes('\x1b'), 'no terminal control codes when stdout is not a TTY')
@@ -152,7 +154,7 @@ t.test('flags override the environment; concurrency is respected; hidden entries
   t.ok(gw.uploads.every((u) => u.serviceKey === KEY))
   t.equal(gw.uploads.find((u) => u.filename === 'f5.txt')?.content, big, 'a large file arrives intact')
   t.ok(gw.maxInFlight() <= 2, `at most 2 uploads in flight (saw ${gw.maxInFlight()})`)
-  t.match(cli.out(), /^Uploaded 8 files \(3\.1 MiB, 24 chunks\) in [\d.]+ s; 0 failed; 0 skipped\.$/m)
+  t.match(cli.out(), /^Uploaded 8 files \(3\.1 MiB, 24 chunks\) in [\d.]+ s; 0 unchanged; 0 failed; 0 skipped\.$/m)
 })
 
 t.test('a 429 is waited out with Retry-After (injected sleep) and retried', async (t) => {

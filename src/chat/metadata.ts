@@ -5,6 +5,7 @@ import type { NotRetrieved } from '../knowledge/relevance.js'
 export interface RagSource {
   file_id: string
   filename: string
+  metadata: Record<string, unknown> | null
   chunk_index: number
   score: number
 }

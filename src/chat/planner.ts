@@ -209,6 +209,7 @@ export class Planner implements ChatPlanner {
         sources: usedHits.map((h) => ({
           file_id: h.file_id,
           filename: h.filename,
+          metadata: h.metadata,
           chunk_index: h.chunk_index,
           score: h.score,
         })),

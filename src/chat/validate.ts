@@ -6,6 +6,7 @@
 import { invalidParam, gatewayError } from '../errors.js'
 import { validateMessages } from '../messages/schema.js'
 import type { ChatMessage } from '../types.js'
+import { checkExtensionSpelling, normalizeSessionId } from './extension-fields.js'
 
 export interface ChatRequest {
   model: string
@@ -41,6 +42,7 @@ export function validateChat(
   limits: ValidationLimits,
   headers: { sessionId?: string } = {},
 ): ChatRequest {
+  checkExtensionSpelling(body)
   const model = body.model
   if (model === undefined) throw gatewayError('missing_parameter', { param: 'model', message: 'model is required' })
   if (typeof model !== 'string' || !MODEL_RE.test(model) || model.length > 256) {
@@ -64,12 +66,13 @@ export function validateChat(
   const maxCompletionTokens = positiveInteger(body, 'max_completion_tokens')
   const maxTokens = maxCompletionTokens ?? positiveInteger(body, 'max_tokens')
 
-  const sessionIdRaw = body.sessionId ?? headers.sessionId
+  const sessionIdGiven = body.sessionId ?? headers.sessionId
   let sessionId: string | undefined
-  if (sessionIdRaw !== undefined && sessionIdRaw !== null) {
-    if (typeof sessionIdRaw !== 'string' || sessionIdRaw === '') {
+  if (sessionIdGiven !== undefined && sessionIdGiven !== null) {
+    if (typeof sessionIdGiven !== 'string' || sessionIdGiven === '') {
       throw invalidParam('sessionId', 'sessionId must be a non-empty string')
     }
+    const sessionIdRaw = normalizeSessionId(sessionIdGiven, 'sessionId')
     if (sessionIdRaw.length > limits.maxSessionIdLength) {
       throw invalidParam('sessionId', `sessionId must be at most ${limits.maxSessionIdLength} characters`)
     }

@@ -25,7 +25,9 @@ export function createProgress(out: NodeJS.WritableStream, total: number): Progr
   let bytes = 0
   const line = (o: Outcome): string =>
     o.ok
-      ? `ok    ${o.file.display}  (${formatBytes(o.bytes)}, ${o.chunks} ${plural(o.chunks, 'chunk')})`
+      ? o.state === 'unchanged'
+        ? `same  ${o.file.display}  (already stored, skipped)`
+        : `ok    ${o.file.display}  (${formatBytes(o.bytes)}, ${o.chunks} ${plural(o.chunks, 'chunk')}${o.state === 'replaced' ? ', replaced the older copy' : ''})`
       : `FAIL  ${o.file.display}  ${o.reason}`
   if (tty.isTTY !== true) {
     return { note: (l) => out.write(`${l}\n`), done: (o) => out.write(`${line(o)}\n`), finish: () => {} }

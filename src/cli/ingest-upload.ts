@@ -16,7 +16,8 @@ export const UPLOAD_HEADERS_TIMEOUT: Ms = 10 * 60_000
 /** Network errors after which no other upload can succeed either. */
 const FATAL_NETWORK_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'UND_ERR_CONNECT_TIMEOUT'])
 
-export type Uploaded = { ok: true; file: Candidate; bytes: Bytes; chunks: number }
+/** `state`: a new path, a changed file that replaced its older copies, or an unchanged one that was not sent. */
+export type Uploaded = { ok: true; file: Candidate; bytes: Bytes; chunks: number; state?: 'new' | 'replaced' | 'unchanged' }
 export type Failed = { ok: false; file: Candidate | { display: string }; reason: string; fatal?: boolean }
 export type Outcome = Uploaded | Failed
 
@@ -27,6 +28,8 @@ export interface UploadOptions {
   sleep: (ms: Ms) => Promise<void>
   /** Called before waiting out a 429, with the wait in whole seconds. */
   onWait: (seconds: number) => void
+  /** The file's content hash, sent in the metadata so a later run can tell it unchanged. */
+  sha256?: string
 }
 
 export async function upload(file: Candidate, o: UploadOptions): Promise<Outcome> {
@@ -34,7 +37,7 @@ export async function upload(file: Candidate, o: UploadOptions): Promise<Outcome
   for (let attempt = 0; ; attempt++) {
     const form = new FormData()
     // metadata first: a gateway that streams the upload sees it before the file part.
-    form.append('metadata', JSON.stringify({ path: file.display }))
+    form.append('metadata', JSON.stringify(o.sha256 === undefined ? { path: file.display } : { path: file.display, sha256: o.sha256 }))
     try {
       form.append('file', await openAsBlob(file.path, { type }), basename(file.path))
     } catch (err) {

@@ -12,6 +12,7 @@ import { type CommandIo, gatewayUrl, intFlag, parseArgs, reportUsage, serviceKey
 import { collect, MIME_TYPES, type Candidate } from './ingest-files.js'
 import { createProgress, formatBytes, plural } from './ingest-progress.js'
 import { upload, UPLOAD_HEADERS_TIMEOUT, type Failed, type Outcome, type Uploaded } from './ingest-upload.js'
+import { deleteFiles, listExisting, sha256File, type Existing } from './ingest-existing.js'
 
 // Exported from here before the split; sessions-export.ts and bench.ts still import the response helpers from here.
 export { formatBytes, MIME_TYPES }
@@ -21,7 +22,8 @@ export const help = `Usage: recallgate ingest <path…> [--url URL] [--key KEY] 
 Upload files to a running gateway's knowledge base (POST /api/v1/files), recursing into folders.
 Supported: .txt .text .log .md .markdown .mdown .mkd .html .htm .xhtml .json .csv .tsv .pdf. Other files
 are skipped, and so are hidden entries (.git, .env) inside folders. Each upload carries the metadata
-{"path": "<folder>/<path inside it>"}.
+{"path": "<folder>/<path inside it>", "sha256": "<content hash>"}. Running it again is safe: a file whose path
+and content are already stored is skipped; a changed file replaces its older copy.
 
 Options:
   --url URL          gateway base URL (env RECALLGATE_URL; default http://127.0.0.1:8080)
@@ -73,11 +75,30 @@ export async function run(argv: string[], io: IngestIo): Promise<number> {
   const outcomes: Outcome[] = []
   let next = 0
   let stopped: string | undefined
+  // Running again on the same folder: unchanged files are skipped, changed ones replace their older copies.
+  let existing: Existing = new Map()
+  try {
+    existing = await listExisting(url, key, agent)
+  } catch (err) {
+    progress.note(`note  could not list the files already stored (${(err as Error).message}); uploading every file`)
+  }
   const worker = async (): Promise<void> => {
     while (stopped === undefined && next < found.files.length) {
       const file = found.files[next++] as Candidate
       const onWait = (s: number): void => progress.note(`wait  ${file.display}  rate limited, retrying in ${s} s`)
-      const outcome = await upload(file, { endpoint, key, agent, sleep, onWait })
+      // Unreadable now: the upload reports why.
+      const sha256 = await sha256File(file.path).catch(() => undefined)
+      const prior = existing.get(file.display) ?? []
+      let outcome: Outcome
+      if (sha256 !== undefined && prior.some((p) => p.sha256 === sha256)) {
+        outcome = { ok: true, file, bytes: 0, chunks: 0, state: 'unchanged' }
+      } else {
+        outcome = await upload(file, { endpoint, key, agent, sleep, onWait, sha256 })
+        if (outcome.ok && prior.length > 0) {
+          const left = await deleteFiles(url, key, agent, prior.map((p) => p.id))
+          outcome = left.length === 0 ? { ...outcome, state: 'replaced' } : { ok: false, file, reason: `stored, but older copies ${left.join(', ')} could not be deleted` }
+        }
+      }
       outcomes.push(outcome)
       if (!outcome.ok && outcome.fatal === true && stopped === undefined) stopped = outcome.reason
       progress.done(outcome)
@@ -90,7 +111,9 @@ export async function run(argv: string[], io: IngestIo): Promise<number> {
   }
   progress.finish()
 
-  const ok = outcomes.filter((o): o is Uploaded => o.ok)
+  const unchanged = outcomes.filter((o) => o.ok && o.state === 'unchanged').length
+  const replaced = outcomes.filter((o) => o.ok && o.state === 'replaced').length
+  const ok = outcomes.filter((o): o is Uploaded => o.ok && o.state !== 'unchanged')
   const failed = [...found.unreadable, ...outcomes.filter((o): o is Failed => !o.ok)]
   const notAttempted = found.files.length - outcomes.length
   const bytes = ok.reduce((n, o) => n + o.bytes, 0)
@@ -98,7 +121,8 @@ export async function run(argv: string[], io: IngestIo): Promise<number> {
   const seconds = ((now() - started) / 1000).toFixed(1)
   const totals = `${formatBytes(bytes)}, ${chunks} ${plural(chunks, 'chunk')}`
   let summary = `Uploaded ${ok.length} ${plural(ok.length, 'file')} (${totals}) in ${seconds} s`
-  summary += `; ${failed.length} failed; ${found.skipped.length} skipped.\n`
+  if (replaced > 0) summary += ` (${replaced} replacing older copies)`
+  summary += `; ${unchanged} unchanged; ${failed.length} failed; ${found.skipped.length} skipped.\n`
   if (stopped !== undefined)
     summary += `Stopped early: ${stopped}; ${notAttempted} ${plural(notAttempted, 'file')} not attempted.\n`
   if (failed.length > 0) summary += `Failed:\n${failed.map((f) => `  ${f.file.display}: ${f.reason}\n`).join('')}`

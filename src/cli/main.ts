@@ -35,6 +35,16 @@ the gateway reads keys from the store on every request.
 `
 
 async function keys(argv: string[], io: CommandIo): Promise<number> {
+  // A wrong `keys` call is answered with what is wrong and the keys help, not the general usage.
+  try {
+    return await keysCommand(argv, io)
+  } catch (err) {
+    if (err instanceof UsageError) return reportUsage(io, err, KEYS_HELP)
+    throw err
+  }
+}
+
+async function keysCommand(argv: string[], io: CommandIo): Promise<number> {
   const args = parseArgs(argv, { plan: { type: 'string' }, label: { type: 'string' }, json: { type: 'boolean' } })
   if (args.help) {
     io.stdout.write(KEYS_HELP)
@@ -93,12 +103,20 @@ export async function main(argv: string[], io: CommandIo): Promise<number> {
   try {
     switch (command) {
       case 'serve': {
-        const args = parseArgs(rest, { workers: { type: 'string' } })
+        let args
+        try {
+          args = parseArgs(rest, { workers: { type: 'string' } })
+          if (args.positionals.length > 0) throw new UsageError(`serve takes no arguments, got "${args.positionals[0]}"`)
+        } catch (err) {
+          // `serve --port 9999` is the usual first guess: say where the listen address is set.
+          if (err instanceof UsageError)
+            return reportUsage(io, new UsageError(`${err.message} (the gateway is configured by environment variables: PORT=9999 recallgate serve)`), SERVE_HELP)
+          throw err
+        }
         if (args.help) {
           io.stdout.write(SERVE_HELP)
           return 0
         }
-        if (args.positionals.length > 0) throw new UsageError(`serve takes no arguments, got "${args.positionals[0]}"`)
         const { startFromEnv } = await import('../main.js')
         await startFromEnv(args.flags.workers !== undefined ? { WORKERS: args.flags.workers } : {})
         return -1 // keeps running

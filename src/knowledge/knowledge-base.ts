@@ -26,6 +26,8 @@ export type FileRecord = FileRow
 export interface SearchHit {
   file_id: string
   filename: string
+  /** The file's metadata as uploaded (tells copies of one name apart), null when it had none. */
+  metadata: Record<string, unknown> | null
   chunk_index: number
   score: number
   /**
@@ -232,17 +234,18 @@ export class KnowledgeBase {
     // similarity counts too (the local embedder's vectors only repeat BM25's terms, so it does not).
     const learned = (this.#embedder.fusionWeight ?? 1) >= 1
     const out: SearchHit[] = []
-    const filenames = new Map<string, string | undefined>()
+    const files = new Map<string, FileRecord | undefined>()
     for (const [i, { ref, score, similarity }] of hits.entries()) {
       const [fileId, index] = ref as [string, number]
       const chunk = this.#repo.getChunk(tenant, fileId, index)
-      if (!filenames.has(fileId)) filenames.set(fileId, this.#repo.getFile(tenant, fileId)?.filename)
-      const filename = filenames.get(fileId)
+      if (!files.has(fileId)) files.set(fileId, this.#repo.getFile(tenant, fileId))
+      const file = files.get(fileId)
       // A hit whose rows are gone was deleted between ranking and lookup: it is not returned.
-      if (chunk === undefined || filename === undefined) continue
+      if (chunk === undefined || file === undefined) continue
       out.push({
         file_id: fileId,
-        filename,
+        filename: file.filename,
+        metadata: file.metadata,
         chunk_index: index,
         score,
         relevance: learned && similarity !== undefined ? Math.max(lexical[i] as number, similarity) : (lexical[i] as number),

@@ -195,7 +195,7 @@ export function fileRoutes(kb: KnowledgeBase, opts: { maxFileBytes: Bytes; maxBo
     const hits = await kb.search(tenantOf(ctx).id, body.query, k)
     sendJson(ctx.res, 200, {
       object: 'list',
-      data: hits.map((h) => ({ file_id: h.file_id, filename: h.filename, chunk_index: h.chunk_index, score: h.score, text: h.text })),
+      data: hits.map((h) => ({ file_id: h.file_id, filename: h.filename, metadata: h.metadata, chunk_index: h.chunk_index, score: h.score, text: h.text })),
     })
   }
 

@@ -1,5 +1,6 @@
 /** /api/v1/sessions: list, read and delete a tenant's sessions. Times on the wire are unix seconds, as in OpenAI's API. */
 import { gatewayError, invalidParam } from '../errors.js'
+import { normalizeSessionId } from '../chat/extension-fields.js'
 import { sendJson } from '../http/respond.js'
 import type { Handler, RequestContext } from '../http/server.js'
 import type { SessionRepo } from '../storage/session-repo.js'
@@ -13,7 +14,8 @@ function tenantOf(ctx: RequestContext): Tenant {
 }
 
 function sessionId(ctx: RequestContext, maxLength: number): string {
-  const id = ctx.params.id ?? ''
+  // Normalised as chat requests normalise it (NFC, trimmed), so the id a user types finds the session it named.
+  const id = normalizeSessionId(ctx.params.id ?? '', 'id')
   if (id.length > maxLength) throw invalidParam('id', `session id must be at most ${maxLength} characters`)
   return id
 }

@@ -1,0 +1,52 @@
+/**
+ * The four extension fields: near-miss spellings are refused with the right one named (they used to go upstream and
+ * the request ran without memory), and session ids are normalised (NFC, trimmed) and refused when blank.
+ */
+import t from 'tap'
+import { startHarness } from './helpers/harness.js'
+
+type Meta = { memory: { sessionId: string | null; historyMessages: number } }
+const metaOf = (r: unknown): Meta => (r as { _metadata: Meta })._metadata
+
+t.test('a field that differs from an extension by case or separators is a 400 naming the right spelling', async (t) => {
+  const h = await startHarness(t)
+  const before = h.mock.requests.length
+  const pairs: Array<[string, string]> = [['sessionID', 'sessionId'], ['session_id', 'sessionId'], ['use_rag', 'useRAG'], ['SaveToMemory', 'saveToMemory'], ['rag-query', 'ragQuery']]
+  for (const [field, right] of pairs) {
+    const body = { model: 'openai/gpt-4o-mini', messages: [{ role: 'user' as const, content: 'hi' }], [field]: 'x' }
+    const err = await h.client().chat.completions.create(body).catch((e: unknown) => e)
+    t.match(err, { status: 400, error: { code: 'invalid_parameter', param: field, message: new RegExp(`did you mean "${right}"`) } }, field)
+  }
+  t.equal(h.mock.requests.length, before, 'nothing went upstream')
+  const ok = await h.client().chat.completions.create({
+    model: 'openai/gpt-4o-mini',
+    messages: [{ role: 'user', content: 'hi' }],
+    // @ts-expect-error provider fields pass through as before
+    user: 'u-1', provider: { order: ['openai'] },
+  })
+  t.ok(ok.id, 'ordinary provider fields still pass')
+})
+
+t.test('session ids: NFC and NFD are one session, surrounding spaces are dropped, blank is refused', async (t) => {
+  const h = await startHarness(t)
+  const chat = (sessionId: string, content: string) =>
+    // @ts-expect-error recallgate's extensions
+    h.client().chat.completions.create({ model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content }], sessionId })
+  const nfc = 'caf\u00e9'
+  const nfd = 'cafe\u0301'
+  await chat(nfc, 'first')
+  const second = await chat(nfd, 'second')
+  t.same(metaOf(second).memory, { ...metaOf(second).memory, sessionId: nfc, historyMessages: 2 }, 'NFD found the NFC session')
+  const third = await chat(`  ${nfc}\t`, 'third')
+  t.equal(metaOf(third).memory.historyMessages, 4, 'surrounding white space is not part of the id')
+  const list = (await (await h.fetch('/api/v1/sessions', { provider: null })).json()) as { data: Array<{ id: string }> }
+  t.same(list.data.map((s) => s.id), [nfc], 'one session in the list')
+  for (const path of [encodeURIComponent(nfc), encodeURIComponent(nfd)]) {
+    const got = await h.fetch(`/api/v1/sessions/${path}`, { provider: null })
+    t.equal(got.status, 200, `GET /sessions/${path}`)
+  }
+  for (const blank of ['   ', '\t\n', '\u3000']) {
+    const err = await chat(blank, 'x').catch((e: unknown) => e)
+    t.match(err, { status: 400, error: { param: 'sessionId', message: /white space/ } }, JSON.stringify(blank))
+  }
+})
