@@ -173,18 +173,12 @@ export function pack(input: PackInput): PackResult {
       // with one (`maxTokens`) they keep the same window either way, so the prompt's prefix does not flip between two
       // windows with the query.
       if (recalled !== undefined || cap !== undefined) recent = split
-      if (recalled?.seqs !== undefined && cap !== undefined) {
-        const seqs = recalled.seqs
-        const first = history[0]?.seq ?? Infinity
-        const recalledInHistory = seqs.filter((s) => s >= first).length
-        const leftOut = history.length - recent.count - recalledInHistory + older - (seqs.length - recalledInHistory)
-        truncated = leftOut > 0 || (chunks?.selected.length ?? 0) < (input.retrieval?.candidates.length ?? 0)
-      } else if (recalled?.seqs !== undefined) {
-        // The block may leave part of its room unused (few matches, or its own cap): the newest turns take it back,
-        // and the block is selected again without the turns they now cover, so nothing is sent twice. Its room can
-        // only grow (wider.tokens ≤ room − first block), so it keeps at least what it had.
+      if (recalled?.seqs !== undefined) {
+        // Without a fixed block room, the block may leave part of its room unused (few matches, or its own cap): the
+        // newest turns take it back, and the block is selected again without the turns they now cover, so nothing is
+        // sent twice. Its room can only grow (wider.tokens ≤ room − first block), so it keeps at least what it had.
         // A few rounds: each re-selection may free a little more (turns now recent leave the block).
-        for (let round = 0; round < RECALL_ROUNDS && room - recent.tokens - recalled.tokens > 0; round++) {
+        for (let round = 0; cap === undefined && round < RECALL_ROUNDS && room - recent.tokens - recalled.tokens > 0; round++) {
           const wider = newest(room - recalled.tokens)
           if (wider.start >= recent.start) break
           const again = selectRecall(input.recall, history, wider, room - wider.tokens, messageTokens)
