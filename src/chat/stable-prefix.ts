@@ -2,13 +2,14 @@
  * `_metadata.context.stablePrefixTokens`: how many of a prompt's tokens are the same prefix as the previous request of
  * the same session, as packed — what a provider's prefix cache can serve.
  *
- * Per session, the previous prompt is kept as one 32-bit fingerprint per message (of its JSON, the bytes the provider
- * sees) and the tokens before each; the first fingerprint covers the model and the tool definitions, which providers
+ * Per session, the previous prompt is kept as one 32-bit fingerprint per message (`hashText` of its JSON, the bytes the
+ * provider sees; a collision only over-reports a prefix) and its tokens; the first fingerprint covers the model and the tool definitions, which providers
  * render ahead of the messages. Fingerprints of history messages are made once per (frozen, shared) message object.
  * Bounded: an LRU of sessions; per process (a replica that has not seen the previous request reports 0).
  */
 import { LRUCache } from 'lru-cache'
 import type { ChatMessage, Tokens } from '../types.js'
+import { hashText } from '../context/range-cache.js'
 import { messageJson } from './upstream-body.js'
 
 interface Prompt {
@@ -39,7 +40,7 @@ export class StablePrefix {
   ): Tokens {
     const n = messages.length + 1
     const now: Prompt = { prints: new Uint32Array(n), tokens: new Float64Array(n) }
-    now.prints[0] = fnv(head)
+    now.prints[0] = hashText(head)
     now.tokens[0] = headTokens
     for (let i = 0; i < messages.length; i++) {
       now.prints[i + 1] = fingerprint(messages[i] as ChatMessage)
@@ -58,18 +59,8 @@ export class StablePrefix {
 function fingerprint(m: ChatMessage): number {
   let p = prints.get(m)
   if (p === undefined) {
-    p = fnv(messageJson(m))
+    p = hashText(messageJson(m))
     if (Object.isFrozen(m)) prints.set(m, p)
   }
   return p
-}
-
-/** FNV-1a over UTF-16 code units: a fingerprint, not a security boundary (a collision only over-reports a prefix). */
-function fnv(s: string): number {
-  let h = 0x811c9dc5
-  for (let i = 0; i < s.length; i++) {
-    h ^= s.charCodeAt(i)
-    h = Math.imul(h, 0x01000193)
-  }
-  return h >>> 0
 }

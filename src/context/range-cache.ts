@@ -35,9 +35,7 @@ export class RangeCache<V> {
 
   /** `compute(text.slice(start, end))`, remembered. */
   get(text: string, start: number, end: number): V {
-    let h = 0x811c9dc5
-    for (let i = start; i < end; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193)
-    h = mix(h)
+    const h = hashText(text, start, end)
     const slots = this.#slots
     const mask = this.#mask
     let slot = h & mask
@@ -71,6 +69,13 @@ function sameText(key: string, text: string, start: number, end: number): boolea
 }
 
 /** murmur3's 32-bit finaliser: spreads every input bit over the output, so low bits (a slot, a bucket) are usable. */
+/** FNV-1a over the UTF-16 code units of `text[start, end)`, finished with `mix`: a 32-bit hash, not a digest. */
+export function hashText(text: string, start = 0, end = text.length): number {
+  let h = 0x811c9dc5
+  for (let i = start; i < end; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193)
+  return mix(h)
+}
+
 export function mix(h: number): number {
   h ^= h >>> 16
   h = Math.imul(h, 0x85ebca6b)

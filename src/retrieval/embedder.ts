@@ -5,7 +5,7 @@
  * "colonise" / "colonize") where exact terms do not.
  * `OpenAICompatibleEmbedder` (./openai-embedder.ts) calls any `/embeddings` endpoint.
  */
-import { mix } from '../context/range-cache.js'
+import { hashText, mix } from '../context/range-cache.js'
 import { analyze } from './analyzer.js'
 
 export interface Embedder {
@@ -90,17 +90,22 @@ export class LocalEmbedder implements Embedder {
       v[i] = (v[i] as number) + (h & 0x80000000 ? -w : w)
     }
     for (const term of terms) {
-      add(fnv1a(term, 0x811c9dc5), W_TERM)
+      add(hashText(term), W_TERM)
       addTrigrams(term, add)
     }
-    let norm = 0
-    for (let i = 0; i < v.length; i++) norm += (v[i] as number) ** 2
-    if (norm > 0) {
-      const inv = 1 / Math.sqrt(norm)
-      for (let i = 0; i < v.length; i++) v[i] = (v[i] as number) * inv
-    }
-    return v
+    return normalise(v)
   }
+}
+
+/** `v` scaled in place to unit length (a zero vector stays zero), and returned. */
+export function normalise(v: Float32Array): Float32Array {
+  let n = 0
+  for (let i = 0; i < v.length; i++) n += (v[i] as number) ** 2
+  if (n > 0) {
+    const inv = 1 / Math.sqrt(n)
+    for (let i = 0; i < v.length; i++) v[i] = (v[i] as number) * inv
+  }
+  return v
 }
 
 /** Character trigrams of " term " (boundaries marked), hashed without building substrings. */
@@ -118,12 +123,4 @@ function addTrigrams(term: string, add: (h: number, w: number) => void): void {
   }
 }
 
-function fnv1a(s: string, seed: number): number {
-  let h = seed
-  for (let i = 0; i < s.length; i++) {
-    h ^= s.charCodeAt(i)
-    h = Math.imul(h, 0x01000193)
-  }
-  return mix(h)
-}
 

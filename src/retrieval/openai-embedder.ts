@@ -6,7 +6,7 @@
 import { request, type Dispatcher } from 'undici'
 import { gatewayError } from '../errors.js'
 import type { Ms } from '../types.js'
-import type { Embedder } from './embedder.js'
+import { normalise, type Embedder } from './embedder.js'
 
 export interface OpenAICompatibleEmbedderOptions {
   /** e.g. `https://openrouter.ai/api/v1`; a trailing slash is ignored. */
@@ -141,16 +141,6 @@ function upstreamMessage(text: string): string {
     // Not JSON: fall through to the raw text, which is what the provider said.
   }
   return text.slice(0, 500) || '(empty body)'
-}
-
-function normalise(v: Float32Array): Float32Array {
-  let n = 0
-  for (let i = 0; i < v.length; i++) n += (v[i] as number) ** 2
-  if (n > 0) {
-    const inv = 1 / Math.sqrt(n)
-    for (let i = 0; i < v.length; i++) v[i] = (v[i] as number) * inv
-  }
-  return v
 }
 
 async function readCapped(body: AsyncIterable<Buffer>, max: number): Promise<string> {
