@@ -157,7 +157,7 @@ export function pack(input: PackInput): PackResult {
   const limit = Math.max(0, Math.floor(input.maxHistoryMessages))
   const history = input.history
   const older = Math.max(0, input.olderMessages ?? 0)
-  const units = sendableUnits(history)
+  const units = toolUnits(history)
   const step = Math.max(1, Math.floor(input.historyStep ?? 1))
   const newest = (r: Tokens): Recent => newestFirst(history, units, r, limit, step, older > 0, input.historyMessageTokens)
   let recent = newest(room)
@@ -272,18 +272,12 @@ interface Recent {
   cut: boolean
 }
 
-interface Unit {
-  start: number
-  end: number
-  /** Can be sent as it is: not an unanswered call, not an orphaned result. */
-  complete: boolean
-  /** Opens with a user message: where a kept window may begin. */
-  user: boolean
-}
+/** The history cut into units (messages/pairing.ts); `complete`: can be sent as it is. */
+type Unit = ReturnType<typeof toolUnits>[number]
 
-/** The history cut into units (messages/pairing.ts), each marked with whether a kept window may begin at it. */
-function sendableUnits(history: readonly StoredMessage[]): Unit[] {
-  return toolUnits(history).map((u) => ({ ...u, user: history[u.start]?.role === 'user' }))
+/** Where a kept window may begin. */
+function opensWithUser(history: readonly StoredMessage[], u: Unit): boolean {
+  return history[u.start]?.role === 'user'
 }
 
 /**
@@ -317,7 +311,7 @@ function newestFirst(
     for (let i = u.start; i < u.end; i++) t += tokensOf(history[i] as StoredMessage)
     if (count + (u.end - u.start) > limit || tokens + t > room) {
       // A loss only if something sendable was left: units before any user message would be trimmed anyway.
-      cut = units.slice(0, k + 1).some((x) => x.user)
+      for (let i = 0; i <= k && !cut; i++) cut = opensWithUser(history, units[i] as Unit)
       break
     }
     kept.push({ u, tokens: t })
@@ -339,7 +333,7 @@ function newestFirst(
     while (kept.length > 0 && (history[(kept.at(-1) as { u: Unit }).u.start] as StoredMessage).seq < boundary) drop()
   }
   // Open with a user message.
-  while (kept.length > 0 && !(kept.at(-1) as { u: Unit }).u.user) drop()
+  while (kept.length > 0 && !opensWithUser(history, (kept.at(-1) as { u: Unit }).u)) drop()
   const indexes: number[] = []
   for (let j = kept.length - 1; j >= 0; j--) {
     const u = (kept[j] as { u: Unit }).u
