@@ -55,3 +55,20 @@ export interface Tenant {
   id: string
   plan: Plan
 }
+
+/**
+ * One saved message of a session (or of a stored response's turn), as the store's reads return it: frozen, shared.
+ * Defined here, below both, because the packer (context/) reads it and the stores (storage/) make it.
+ */
+export interface StoredMessage {
+  readonly seq: number
+  readonly role: Role
+  /** The message as saved (frozen, shared by every request that reads it). */
+  readonly message: ChatMessage
+  /** What it says as text (messages/text.ts): what recall indexes and renders. */
+  readonly text: string
+  /** Tokens of everything but the framing, in the stored encoding (o200k), counted once at write time. */
+  readonly tokens: Tokens
+  /** Epoch ms. */
+  readonly createdAt: number
+}

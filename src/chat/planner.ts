@@ -9,7 +9,7 @@ import { checkPairing, hasToolCalls } from '../messages/pairing.js'
 import { userText } from '../messages/text.js'
 import type { TokenCounter } from '../context/tokenizer.js'
 import { pack } from '../context/packer.js'
-import type { SessionRepo, StoredMessage } from '../storage/session-repo.js'
+import type { SessionStore, StoredMessage } from '../storage/interface.js'
 import type { ModelCatalog } from '../upstream/model-catalog.js'
 import type { KnowledgeBase, SearchHit } from '../knowledge/knowledge-base.js'
 import { renderContextMessage } from '../knowledge/knowledge-base.js'
@@ -25,7 +25,7 @@ import { clientMarksCache, needsBreakpoints, withBreakpoints } from './cache-bre
 
 export interface PlannerOptions {
   counter: TokenCounter
-  sessions: SessionRepo
+  sessions: SessionStore
   knowledge: KnowledgeBase
   catalog: ModelCatalog
   defaultContextLength: Tokens
@@ -95,7 +95,7 @@ export class Planner implements ChatPlanner {
 
     // Read enough to recognise a client that resends its whole history (at least its length), then align.
     const readLimit = o.maxHistoryMessages > 0 ? Math.max(o.maxHistoryMessages, other.length + 2) : 0
-    const stored = req.sessionId === undefined ? [] : o.sessions.history(tenant.id, req.sessionId, readLimit)
+    const stored = req.sessionId === undefined ? [] : await o.sessions.history(tenant.id, req.sessionId, readLimit)
     const aligned = alignResent(stored, other)
     let history = stored.slice(0, aligned.history)
     const fresh = other.slice(aligned.recognized)
@@ -141,7 +141,7 @@ export class Planner implements ChatPlanner {
     // A read limited to maxHistoryMessages may have left older messages out: they count as not fitting.
     const older =
       req.sessionId !== undefined && stored.length >= readLimit
-        ? Math.max(0, (o.sessions.get(tenant.id, req.sessionId)?.messageCount ?? 0) - stored.length)
+        ? Math.max(0, ((await o.sessions.get(tenant.id, req.sessionId))?.messageCount ?? 0) - stored.length)
         : 0
     let recalled: RecallCandidates | undefined
     const recall = o.recall

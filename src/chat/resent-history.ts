@@ -14,7 +14,7 @@
  * The request keeps at least its last message as new: a request is never answered without one of its own messages.
  */
 import { canonicalKey } from '../messages/canonical.js'
-import type { StoredMessage } from '../storage/session-repo.js'
+import type { StoredMessage } from '../types.js'
 import type { ChatMessage } from '../types.js'
 
 export interface Alignment {

@@ -22,7 +22,7 @@
  * its messages' counts; `totalTokens` is that sum for exactly the messages returned.
  */
 import { gatewayError } from '../errors.js'
-import type { StoredMessage } from '../storage/session-repo.js'
+import type { StoredMessage } from '../types.js'
 import { toolUnits } from '../messages/pairing.js'
 import type { ChatMessage, Tokens } from '../types.js'
 

@@ -3,7 +3,7 @@ import { gatewayError, invalidParam } from '../errors.js'
 import { normalizeSessionId } from '../chat/extension-fields.js'
 import { sendJson } from '../http/respond.js'
 import type { Handler, RequestContext } from '../http/server.js'
-import type { SessionRepo } from '../storage/session-repo.js'
+import type { SessionStore } from '../storage/interface.js'
 import type { Tenant } from '../types.js'
 
 const seconds = (ms: number): number => Math.floor(ms / 1000)
@@ -20,7 +20,7 @@ function sessionId(ctx: RequestContext, maxLength: number): string {
   return id
 }
 
-export function sessionRoutes(sessions: SessionRepo, opts: { maxSessionIdLength: number }) {
+export function sessionRoutes(sessions: SessionStore, opts: { maxSessionIdLength: number }) {
   const list: Handler = async (ctx) => {
     const tenant = tenantOf(ctx)
     const rawLimit = ctx.query.get('limit')
@@ -36,7 +36,7 @@ export function sessionRoutes(sessions: SessionRepo, opts: { maxSessionIdLength:
     if (after !== undefined && after.length > opts.maxSessionIdLength) {
       throw invalidParam('after', `after must be a session id of at most ${opts.maxSessionIdLength} characters`)
     }
-    const page = sessions.list(tenant.id, { limit, after })
+    const page = await sessions.list(tenant.id, { limit, after })
     sendJson(ctx.res, 200, {
       object: 'list',
       data: page.data.map((s) => ({
@@ -55,9 +55,9 @@ export function sessionRoutes(sessions: SessionRepo, opts: { maxSessionIdLength:
   const get: Handler = async (ctx) => {
     const tenant = tenantOf(ctx)
     const id = sessionId(ctx, opts.maxSessionIdLength)
-    const info = sessions.get(tenant.id, id)
+    const info = await sessions.get(tenant.id, id)
     if (info === undefined) throw gatewayError('not_found', { message: `No session with id ${JSON.stringify(id)}`, param: 'id' })
-    const messages = sessions.history(tenant.id, id)
+    const messages = await sessions.history(tenant.id, id)
     sendJson(ctx.res, 200, {
       id,
       object: 'session',

@@ -5,18 +5,12 @@
  */
 import { generateKey, hashKey, keyIdFor, sameHash, tenantIdFor } from '../auth/service-keys.js'
 import type { Plan, Tenant } from '../types.js'
+import type { KeyRecord, KeyStore } from './interface.js'
 import type { Store } from './store.js'
 
-export interface KeyRecord {
-  id: string
-  hash: string
-  plan: Plan
-  createdAt: number
-  revokedAt?: number
-  label?: string
-}
+export type { KeyRecord } from './interface.js'
 
-export class KeyRepo {
+export class KeyRepo implements KeyStore {
   readonly #store: Store
   readonly #now: () => number
 

@@ -25,27 +25,10 @@ import { invalidParam } from '../errors.js'
 import type { TokenCounter } from '../context/tokenizer.js'
 import { messageText } from '../messages/text.js'
 import type { Bytes, ChatMessage, Clock, Role, Tokens } from '../types.js'
+import type { SessionInfo, SessionStore, StoredMessage } from './interface.js'
 import type { Store } from './store.js'
 
-export interface StoredMessage {
-  readonly seq: number
-  readonly role: Role
-  /** The message as saved (frozen, shared by every request that reads it). */
-  readonly message: ChatMessage
-  /** What it says as text (messages/text.ts): what recall indexes and renders. */
-  readonly text: string
-  /** Tokens of everything but the framing, in the stored encoding (o200k), counted once at write time. */
-  readonly tokens: Tokens
-  /** Epoch ms. */
-  readonly createdAt: number
-}
-
-export interface SessionInfo {
-  id: string
-  createdAt: number
-  updatedAt: number
-  messageCount: number
-}
+export type { SessionInfo, StoredMessage } from './interface.js'
 
 /** Returned by a hook to run once its transaction has committed (e.g. to update an in-memory index). */
 export type AfterCommit = () => void
@@ -128,7 +111,7 @@ const HIGH = Uint8Array.of(0xff)
  */
 const UNSAFE_ID = /[\u0000-\u001f]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
 
-export class SessionRepo {
+export class SessionRepo implements SessionStore {
   readonly #store: Store
   readonly #max: number
   readonly #clock: Clock

@@ -30,6 +30,12 @@ export interface Store {
   readonly vectors: Database<unknown, Key>
   /** Small bookkeeping records: schema version, per-namespace embedder info, label counters. */
   readonly meta: Database<unknown, Key>
+  /** [tenant, responseId] → StoredResponse (the Responses API's `store: true`). */
+  readonly responses: Database<unknown, Key>
+  /** [tenant, itemId] → responseId: where a stored item lives, for `item_reference`. */
+  readonly items: Database<unknown, Key>
+  /** [tenant, conversationId] → ConversationRecord (its items are the session with the same id). */
+  readonly conversations: Database<unknown, Key>
   /** Run `fn` in one write transaction; resolves once it is committed (not yet necessarily flushed to disk). */
   transaction<T>(fn: () => T): Promise<T>
   /**
@@ -73,6 +79,9 @@ export function openStore(opts: StoreOptions): Store {
     chunks: db('chunks'),
     vectors: db('vectors'),
     meta: db('meta'),
+    responses: db('responses'),
+    items: db('items'),
+    conversations: db('conversations'),
     transaction: (fn) => root.transaction(fn),
     durable: async (fn) => {
       // performance.now() times a cost for metrics; no decision depends on it.

@@ -1,0 +1,122 @@
+/**
+ * The store contract: what the rest of the gateway may ask of durable state, independent of the engine behind it.
+ * LMDB (the embedded default, `src/storage/*-repo.ts`) implements it today; a PostgreSQL implementation (issue 23)
+ * implements the same interfaces, and the same conformance test (test/store-conformance.test.ts) runs against each.
+ *
+ * Reads return `Awaitable<T>`: LMDB answers from its memory map synchronously (a few µs; an `await` of a plain value
+ * costs one microtask), while a network engine answers with a promise. Callers always `await` them, so swapping the
+ * engine changes no caller. Writes are promises that resolve once the write is durable (committed and flushed):
+ * the gateway acknowledges nothing before that.
+ *
+ * The record shapes the repositories hand out live here too, so that modules that only read records (the packer,
+ * the chat planner, the Responses bridge) import a contract, not an engine.
+ */
+import type { ChatMessage, Plan, StoredMessage, Tenant, Tokens } from '../types.js'
+
+export type Awaitable<T> = T | Promise<T>
+
+export type { StoredMessage }
+
+export interface SessionInfo {
+  id: string
+  createdAt: number
+  updatedAt: number
+  messageCount: number
+}
+
+/** Sessions and their messages (the chat `sessionId`, and the Responses API's conversations). */
+export interface SessionStore {
+  /** The newest `limit` messages (default all), oldest first. */
+  history(tenant: string, sessionId: string, limit?: number): Awaitable<StoredMessage[]>
+  get(tenant: string, sessionId: string): Awaitable<SessionInfo | undefined>
+  /** A page of the tenant's sessions; `after` is the previous page's last id. */
+  list(tenant: string, opts: { limit: number; after?: string }): Awaitable<{ data: SessionInfo[]; hasMore: boolean }>
+  /**
+   * Save one exchange in one transaction (creating the session, pruning the oldest beyond the bound); `replaceFrom`
+   * removes the stored messages from that seq on first (a client that edited or regenerated a turn).
+   */
+  appendExchange(tenant: string, sessionId: string, messages: readonly ChatMessage[], opts?: { replaceFrom?: number }): Promise<StoredMessage[]>
+  /** Remove a session and all of its messages for good; false if it did not exist. */
+  delete(tenant: string, sessionId: string): Promise<boolean>
+}
+
+export interface KeyRecord {
+  id: string
+  hash: string
+  plan: Plan
+  createdAt: number
+  revokedAt?: number
+  label?: string
+}
+
+/** Service keys at rest (hashes only). */
+export interface KeyStore {
+  create(plan: Plan, label?: string): Promise<{ key: string; record: KeyRecord }>
+  list(): Awaitable<KeyRecord[]>
+  revoke(id: string): Promise<boolean>
+  countActive(): Awaitable<number>
+  /**
+   * The tenant of an active key with this hash. Synchronous on purpose: it runs on every request before anything
+   * else, so an engine across a network answers it from a per-process cache fed by its change log.
+   */
+  lookup(hash: string): Tenant | undefined
+}
+
+/** A Responses API item as stored: the wire shape (`{type, id, …}`), kept whole. */
+export type StoredItem = Readonly<Record<string, unknown>> & { readonly type: string; readonly id: string }
+
+/**
+ * One stored response (`store: true`): its own turn only. A chain's context is rebuilt by walking
+ * `previousResponseId` (so forks see only their own branch), never by copying the parent's items.
+ */
+export interface StoredResponse {
+  readonly id: string
+  /** Epoch ms. */
+  readonly createdAt: number
+  readonly completedAt: number | null
+  readonly model: string
+  readonly status: string
+  readonly previousResponseId: string | null
+  readonly conversationId: string | null
+  /** This turn's input items with ids (instructions excluded: they are never inherited), references resolved. */
+  readonly input: readonly StoredItem[]
+  readonly output: readonly StoredItem[]
+  /**
+   * The same turn as Chat Completions messages (the input's, then the reply) with their token counts: what a chained
+   * request's history is made of, without converting items again on every turn.
+   */
+  readonly messages: readonly { readonly message: ChatMessage; readonly tokens: Tokens }[]
+  readonly usage: Readonly<Record<string, unknown>> | null
+  readonly error: { readonly code: string; readonly message: string } | null
+  readonly incompleteDetails: { readonly reason: string } | null
+  /** The request parameters the Response object echoes (instructions, tools, text, metadata, …). */
+  readonly echo: Readonly<Record<string, unknown>>
+}
+
+/** Stored responses and an index of their items by id (for `item_reference`). Tenant-scoped like everything else. */
+export interface ResponseStore {
+  save(tenant: string, response: StoredResponse): Promise<void>
+  get(tenant: string, id: string): Awaitable<StoredResponse | undefined>
+  delete(tenant: string, id: string): Promise<boolean>
+  /** The stored item with this id (an input or output item of any of the tenant's stored responses). */
+  findItem(tenant: string, itemId: string): Awaitable<StoredItem | undefined>
+}
+
+export interface ConversationRecord {
+  readonly id: string
+  /** Epoch ms. */
+  readonly createdAt: number
+  readonly metadata: Readonly<Record<string, string>>
+}
+
+/**
+ * A conversation's own record (created_at, metadata). Its items are the messages of the session with the same id:
+ * one thread, seen through `/conversations`, `/sessions`, `sessionId` and `x-session-id` alike.
+ */
+export interface ConversationStore {
+  /** Creates the record if the id has none yet; returns the record as stored. */
+  ensure(tenant: string, record: ConversationRecord): Promise<ConversationRecord>
+  get(tenant: string, id: string): Awaitable<ConversationRecord | undefined>
+  update(tenant: string, id: string, metadata: Readonly<Record<string, string>>): Promise<ConversationRecord | undefined>
+  delete(tenant: string, id: string): Promise<boolean>
+}
