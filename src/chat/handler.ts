@@ -7,8 +7,8 @@ import type { Handler } from '../http/server.js'
 import { readJsonObject } from '../http/body.js'
 import { sendJsonText } from '../http/respond.js'
 import { gatewayError } from '../errors.js'
-import { readUpstreamBody, type UpstreamClient } from '../upstream/client.js'
-import { upstreamHttpError } from '../upstream/errors.js'
+import type { UpstreamClient } from '../upstream/client.js'
+import { callUpstream, readCompletion } from './upstream-call.js'
 import type { Bytes, ChatMessage, Clock, Tenant, Tokens } from '../types.js'
 import type { Metadata } from './metadata.js'
 import { relayStream, spliceMetadata, SSE_HEADERS, type Usage } from './relay-stream.js'
@@ -23,6 +23,8 @@ export interface PreparedChat {
   countedTokens: Tokens
   /** What `save` needs to know of the plan (the new messages, and where a resent history diverged): the planner's. */
   saving?: unknown
+  /** The retrieved excerpts that went into the prompt, with their text (the Responses API's `file_search_call`). */
+  excerpts?: readonly { file_id: string; filename: string; metadata: Record<string, unknown> | null; score: number; text: string }[]
 }
 
 /** The memory/retrieval/packing side of a chat, behind one seam so the relay knows nothing of storage. */
@@ -73,27 +75,19 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
       const so = fields.stream_options
       fields = { ...fields, stream_options: { ...(so && typeof so === 'object' ? so : {}), include_usage: true } }
     }
-    const sentAt = o.clock()
-    const upstream = await o.upstream.chat(upstreamBodyJson(fields, prepared.messages), {
+    const call = await callUpstream(o.upstream, ctx, upstreamBodyJson(fields, prepared.messages), {
       authorization,
-      signal: ctx.clientGone,
       stream: req.stream,
+      clock: o.clock,
+      maxUpstreamBodyBytes: o.limits.maxUpstreamBodyBytes,
     })
-    ctx.annotations.upstreamHeadersMs = o.clock() - sentAt
+    const { sentAt } = call
 
-    const ok = upstream.status >= 200 && upstream.status < 300
-    const contentType = String(upstream.headers['content-type'] ?? '')
-    if (!ok) {
-      const text = withoutSecret(await readUpstreamBody(upstream.body, o.limits.maxUpstreamBodyBytes), authorization)
-      const ra = upstream.headers['retry-after']
-      throw upstreamHttpError(upstream.status, text, typeof ra === 'string' ? ra : undefined)
-    }
-
-    if (req.stream && contentType.includes('text/event-stream')) {
+    if (req.stream && call.eventStream) {
       // relayStream sends these with the first event, or on their own if the upstream has not sent one yet.
       ctx.res.writeHead(200, SSE_HEADERS)
       const outcome = await relayStream({
-        upstream: upstream.body,
+        upstream: call.response.body,
         res: ctx.res,
         client: ctx.clientGone,
         metadataJson: JSON.stringify(prepared.metadata),
@@ -115,20 +109,8 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
     }
 
     // Non-stream (or an upstream that answered a stream request with plain JSON).
-    const text = await readUpstreamBody(upstream.body, o.limits.maxUpstreamBodyBytes)
+    const { text, completion } = await readCompletion(call, { authorization, maxUpstreamBodyBytes: o.limits.maxUpstreamBodyBytes })
     ctx.annotations.upstreamMs = o.clock() - sentAt
-    let completion: Record<string, unknown>
-    try {
-      const parsed: unknown = JSON.parse(text)
-      if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error('not an object')
-      completion = parsed as Record<string, unknown>
-    } catch (err) {
-      throw gatewayError('upstream_invalid_response', { message: 'The upstream response is not a JSON object', cause: err })
-    }
-    if (completion.error !== undefined && completion.choices === undefined) {
-      // OpenRouter can answer 200 with an error body (e.g. a provider failure after routing).
-      throw upstreamHttpError(502, withoutSecret(text, authorization))
-    }
     const usage = completion.usage as Usage | undefined
     o.planner.observeUsage(req.model, prepared.countedTokens, usage)
     annotateUsage(ctx.annotations, usage)
@@ -144,16 +126,7 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
   }
 }
 
-/**
- * Some providers quote the API key they were given in their error message ("Incorrect API key provided: sk-…"). Error
- * messages reach the logs (5xx) and the error registry, so the caller's key is cut out of the upstream's body first.
- */
-function withoutSecret(text: string, authorization: string): string {
-  const token = authorization.replace(/^\s*bearer\s+/i, '').trim()
-  return token.length >= 8 ? text.split(token).join('[redacted]') : text
-}
-
-function annotateUsage(a: Record<string, string | number | boolean | undefined>, usage: Usage | undefined): void {
+export function annotateUsage(a: Record<string, string | number | boolean | undefined>, usage: Usage | undefined): void {
   if (usage === undefined) return
   a.promptTokens = usage.prompt_tokens
   a.completionTokens = usage.completion_tokens

@@ -95,7 +95,12 @@ export class Planner implements ChatPlanner {
 
     // Read enough to recognise a client that resends its whole history (at least its length), then align.
     const readLimit = o.maxHistoryMessages > 0 ? Math.max(o.maxHistoryMessages, other.length + 2) : 0
-    const stored = req.sessionId === undefined ? [] : await o.sessions.history(tenant.id, req.sessionId, readLimit)
+    const stored =
+      req.history !== undefined
+        ? req.history.slice(Math.max(0, req.history.length - readLimit))
+        : req.sessionId === undefined
+          ? []
+          : await o.sessions.history(tenant.id, req.sessionId, readLimit)
     const aligned = alignResent(stored, other)
     let history = stored.slice(0, aligned.history)
     const fresh = other.slice(aligned.recognized)
@@ -140,9 +145,11 @@ export class Planner implements ChatPlanner {
     // pays one pass over stored counts.
     // A read limited to maxHistoryMessages may have left older messages out: they count as not fitting.
     const older =
-      req.sessionId !== undefined && stored.length >= readLimit
-        ? Math.max(0, ((await o.sessions.get(tenant.id, req.sessionId))?.messageCount ?? 0) - stored.length)
-        : 0
+      req.history !== undefined
+        ? req.history.length - stored.length + (req.olderMessages ?? 0)
+        : req.sessionId !== undefined && stored.length >= readLimit
+          ? Math.max(0, ((await o.sessions.get(tenant.id, req.sessionId))?.messageCount ?? 0) - stored.length)
+          : 0
     let recalled: RecallCandidates | undefined
     const recall = o.recall
     // MAX_HISTORY_MESSAGES=0 asks for no history at all: recall does not bring it back either.
@@ -239,7 +246,7 @@ export class Planner implements ChatPlanner {
     if (o.promptCache !== 'off' && needsBreakpoints(model) && !clientMarksCache(req.passthrough, req.messages))
       messages = withBreakpoints(messages, system.length, result.stableMessages)
     const saving: Saving = { fresh, replaceFrom: aligned.replaceFrom }
-    return { messages, metadata, countedTokens: result.totalTokens, saving }
+    return { messages, metadata, countedTokens: result.totalTokens, saving, excerpts: usedHits }
   }
 
   async save(tenant: Tenant, req: ChatRequest, prepared: PreparedChat, reply: ChatMessage): Promise<void> {

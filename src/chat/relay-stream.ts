@@ -17,7 +17,7 @@ import type { ServerResponse } from 'node:http'
 import type { Readable } from 'node:stream'
 import { asGatewayError, gatewayError, toWire, type GatewayError } from '../errors.js'
 import { ChunkReader } from '../upstream/chunk-reader.js'
-import { transportError } from '../upstream/errors.js'
+import { transportError, upstreamHttpError } from '../upstream/errors.js'
 import { SseEventTooLargeError, SseParser } from '../upstream/sse-parser.js'
 import { ReplyAssembler } from '../messages/reply.js'
 import type { Bytes, ChatMessage } from '../types.js'
@@ -53,6 +53,26 @@ export interface RelayOptions {
   onComplete: (reply: ChatMessage, usage: Usage | undefined) => Promise<void>
   /** First model output seen: text, a tool call, a refusal or reasoning (time to first token). */
   onFirstToken?: () => void
+  /**
+   * Another wire format for the client (the Responses API's events): each parsed upstream chunk is handed to it
+   * instead of being relayed as it came. Absent on the chat path, which relays the upstream's bytes.
+   */
+  format?: StreamFormat
+}
+
+/**
+ * What the client is sent when the relay translates (responses/stream-format.ts): the relay keeps the reading,
+ * backpressure, client departure, timeouts and the save-before-the-last-byte order; the format only makes text.
+ */
+export interface StreamFormat {
+  /** An upstream chunk (any: content, tool calls, the usage-only chunk) → what to send now ('' for nothing). */
+  chunk(chunk: Record<string, unknown>): string
+  /** The upstream finished normally: what closes the open items, sent before the save. */
+  finishing(): string
+  /** Sent after the save resolved, then the response ends. */
+  done(): string
+  /** The stream failed (the upstream's error chunk, converted, or ours): what to send before ending it. */
+  failure(error: GatewayError): string
 }
 
 interface ChunkShape {
@@ -93,6 +113,9 @@ async function relay(o: RelayOptions, onWrite: () => void): Promise<StreamOutcom
   let done = false
   let upstreamError = false
   let out = ''
+  const format = o.format
+  /** The upstream's error chunk, converted, for a format that reports failures its own way. */
+  let formatError: GatewayError | undefined
 
   const parser = new SseParser({
     maxEventBytes: o.maxEventBytes,
@@ -113,6 +136,18 @@ async function relay(o: RelayOptions, onWrite: () => void): Promise<StreamOutcom
       }
       if (chunk === null || typeof chunk !== 'object') {
         throw gatewayError('upstream_invalid_response', { message: 'The upstream sent an SSE event that is not an object' })
+      }
+      if (format !== undefined) {
+        if (chunk.error !== undefined) {
+          upstreamError = true
+          formatError = upstreamHttpError(502, e.data)
+          return
+        }
+        if (chunk.usage) usage = chunk.usage
+        const delta = chunk.choices?.[0]?.delta
+        if (delta !== undefined && reply.push(delta) && reply.pieces === 1) o.onFirstToken?.()
+        out += format.chunk(chunk as Record<string, unknown>)
+        return
       }
       if (chunk.error !== undefined) {
         upstreamError = true
@@ -147,7 +182,10 @@ async function relay(o: RelayOptions, onWrite: () => void): Promise<StreamOutcom
 
   const fail = async (error: GatewayError | undefined): Promise<StreamOutcome> => {
     o.upstream.destroy()
-    if (error !== undefined && !res.destroyed) out += `data: ${JSON.stringify(toWire(error))}\n\n`
+    if (format !== undefined) {
+      const reported = error ?? formatError
+      if (reported !== undefined && !res.destroyed) out += format.failure(reported)
+    } else if (error !== undefined && !res.destroyed) out += `data: ${JSON.stringify(toWire(error))}\n\n`
     if (!res.destroyed) {
       // A client that stops reading while we report the failure must not hold the request open.
       await flush().catch(() => undefined)
@@ -164,13 +202,14 @@ async function relay(o: RelayOptions, onWrite: () => void): Promise<StreamOutcom
     // ChunkReader). Then, with nothing awaited but onComplete, [DONE] leaves in the same write as the last events.
     reader.release()
     const text = reply.text
+    if (format !== undefined) out += format.finishing()
     try {
       await o.onComplete(reply.message(), usage)
     } catch (err) {
       return fail(asGatewayError(err))
     }
     if (o.client.aborted) return { kind: 'aborted' }
-    res.end('data: [DONE]\n\n')
+    res.end(format === undefined ? 'data: [DONE]\n\n' : out + format.done())
     return { kind: 'completed', text, usage }
   }
 

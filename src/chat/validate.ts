@@ -5,7 +5,7 @@
  */
 import { invalidParam, gatewayError } from '../errors.js'
 import { validateMessages } from '../messages/schema.js'
-import type { ChatMessage } from '../types.js'
+import type { ChatMessage, StoredMessage } from '../types.js'
 import { checkExtensionSpelling, normalizeSessionId } from './extension-fields.js'
 
 export interface ChatRequest {
@@ -22,6 +22,13 @@ export interface ChatRequest {
   includeUsage: boolean
   /** Body fields sent upstream unchanged (extensions removed; `messages` is replaced by the packed list). */
   passthrough: Record<string, unknown>
+  /**
+   * A history given instead of a session's, oldest first (the Responses API's `previous_response_id` chain, walked by
+   * the bridge). Never set by chat requests.
+   */
+  history?: readonly StoredMessage[]
+  /** Messages older than `history` that the walk left out (they count as not fitting, as a session's do). */
+  olderMessages?: number
 }
 
 export interface ValidationLimits {

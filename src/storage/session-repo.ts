@@ -222,7 +222,8 @@ export class SessionRepo implements SessionStore {
     opts: { replaceFrom?: number } = {},
   ): Promise<StoredMessage[]> {
     checkSessionId(tenant, sessionId)
-    if (messages.length === 0) return []
+    // Nothing to add and nothing to replace: no write. (Replacing with nothing removes a tail: a conversation item.)
+    if (messages.length === 0 && opts.replaceFrom === undefined) return []
     const now = this.#clock()
     // Tokenize before the transaction: it holds the single write lock.
     const records: MessageRecord[] = messages.map((m) => {
