@@ -25,6 +25,11 @@ import { readinessHandler, type ReadinessCheck } from './routes/ready.js'
 import { metricsHandler } from './routes/metrics.js'
 import { modelsHandler } from './routes/models.js'
 import { sessionRoutes } from './routes/sessions.js'
+import { conversationRoutes } from './routes/conversations.js'
+import { responseRoutes } from './routes/responses.js'
+import { responsesHandler } from './responses/handler.js'
+import { ConversationRepo } from './storage/conversation-repo.js'
+import { ResponseRepo } from './storage/response-repo.js'
 import { KeyRepo } from './storage/key-repo.js'
 import { SessionRepo } from './storage/session-repo.js'
 import { openRedis, type RedisStore } from './storage/redis.js'
@@ -62,6 +67,8 @@ export interface Gateway {
 /** Bounds on what we accept from the upstream. */
 const MAX_UPSTREAM_BODY = 32 * 1024 * 1024
 const MAX_SSE_EVENT = 1024 * 1024
+/** Ancestors a `previous_response_id` chain is walked through; older turns count as history that did not fit. */
+const MAX_CHAIN_TURNS = 1_000
 /** Longest a readiness probe waits on one store (balancers usually time a probe out after 1–5 s). */
 const READINESS_TIMEOUT = 1_000
 
@@ -180,7 +187,15 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   })
   metrics.setCollectors({ corrections: () => counter.corrections(), sizes: () => store.sizes() })
 
+  const responses = new ResponseRepo(store)
+  const conversations = new ConversationRepo(store)
   const s = sessionRoutes(sessions, { maxSessionIdLength: config.maxSessionIdLength })
+  const rs = responseRoutes(responses)
+  const cv = conversationRoutes(sessions, conversations, {
+    maxBodyBytes: config.maxBodyBytes,
+    maxSessionIdLength: config.maxSessionIdLength,
+    now,
+  })
   const f = fileRoutes(knowledge, { maxFileBytes: config.maxFileBytes, maxBodyBytes: config.maxBodyBytes, ragTopK: config.ragTopK })
   const routes: RouteDef[] = [
     { method: 'GET', path: '/healthz', auth: false, handler: healthHandler() },
@@ -204,6 +219,41 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
         },
       }),
     },
+    {
+      method: 'POST',
+      path: '/api/v1/responses',
+      auth: true,
+      handler: responsesHandler({
+        upstream,
+        planner,
+        responses,
+        conversations,
+        sessions,
+        countStored: (m) => counter.storedContentTokens(m),
+        clock,
+        now,
+        limits: {
+          maxBodyBytes: config.maxBodyBytes,
+          maxUpstreamBodyBytes: MAX_UPSTREAM_BODY,
+          maxEventBytes: MAX_SSE_EVENT,
+          maxInputItems: config.maxMessages,
+          maxSessionIdLength: config.maxSessionIdLength,
+          maxChainTurns: MAX_CHAIN_TURNS,
+        },
+      }),
+    },
+    { method: 'GET', path: '/api/v1/responses/:id', auth: true, handler: rs.get },
+    { method: 'DELETE', path: '/api/v1/responses/:id', auth: true, handler: rs.del },
+    { method: 'GET', path: '/api/v1/responses/:id/input_items', auth: true, handler: rs.inputItems },
+    { method: 'POST', path: '/api/v1/responses/:id/cancel', auth: true, handler: rs.cancel },
+    { method: 'POST', path: '/api/v1/conversations', auth: true, handler: cv.create },
+    { method: 'GET', path: '/api/v1/conversations/:id', auth: true, handler: cv.get },
+    { method: 'POST', path: '/api/v1/conversations/:id', auth: true, handler: cv.update },
+    { method: 'DELETE', path: '/api/v1/conversations/:id', auth: true, handler: cv.del },
+    { method: 'GET', path: '/api/v1/conversations/:id/items', auth: true, handler: cv.listItems },
+    { method: 'POST', path: '/api/v1/conversations/:id/items', auth: true, handler: cv.addItems },
+    { method: 'GET', path: '/api/v1/conversations/:id/items/:item', auth: true, handler: cv.getItem },
+    { method: 'DELETE', path: '/api/v1/conversations/:id/items/:item', auth: true, handler: cv.deleteItem },
     { method: 'GET', path: '/api/v1/models', auth: true, handler: modelsHandler(catalog) },
     { method: 'GET', path: '/api/v1/sessions', auth: true, handler: s.list },
     { method: 'GET', path: '/api/v1/sessions/:id', auth: true, handler: s.get },

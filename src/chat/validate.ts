@@ -73,28 +73,8 @@ export function validateChat(
   const maxCompletionTokens = positiveInteger(body, 'max_completion_tokens')
   const maxTokens = maxCompletionTokens ?? positiveInteger(body, 'max_tokens')
 
-  const sessionIdGiven = body.sessionId ?? headers.sessionId
-  let sessionId: string | undefined
-  if (sessionIdGiven !== undefined && sessionIdGiven !== null) {
-    if (typeof sessionIdGiven !== 'string' || sessionIdGiven === '') {
-      throw invalidParam('sessionId', 'sessionId must be a non-empty string')
-    }
-    const sessionIdRaw = normalizeSessionId(sessionIdGiven, 'sessionId')
-    if (sessionIdRaw.length > limits.maxSessionIdLength) {
-      throw invalidParam('sessionId', `sessionId must be at most ${limits.maxSessionIdLength} characters`)
-    }
-    if (hasLoneSurrogate(sessionIdRaw)) throw invalidParam('sessionId', 'sessionId must be valid Unicode')
-    // URL parsers resolve `.` and `..` path segments (even percent-encoded), so such a session could never be read.
-    if (sessionIdRaw === '.' || sessionIdRaw === '..') throw invalidParam('sessionId', 'sessionId must not be "." or ".."')
-    sessionId = sessionIdRaw
-  }
-  const ragQueryRaw = body.ragQuery
-  let ragQuery: string | undefined
-  if (ragQueryRaw !== undefined && ragQueryRaw !== null) {
-    if (typeof ragQueryRaw !== 'string') throw invalidParam('ragQuery', 'ragQuery must be a string')
-    // "" (or only whitespace) means "search for nothing": no file retrieval and no recall search (README: extensions).
-    ragQuery = ragQueryRaw
-  }
+  const sessionId = readSessionId(body.sessionId ?? headers.sessionId, limits.maxSessionIdLength)
+  const ragQuery = readRagQuery(body)
 
   const streamOptions = body.stream_options
   if (streamOptions !== undefined && streamOptions !== null && (typeof streamOptions !== 'object' || Array.isArray(streamOptions))) {
@@ -115,21 +95,49 @@ export function validateChat(
   return { model, messages, stream, maxTokens, sessionId, saveToMemory, useRAG, ragQuery, includeUsage, passthrough }
 }
 
-function positiveInteger(body: Record<string, unknown>, field: string): number | undefined {
+/**
+ * The `sessionId` extension (body field, else the `x-session-id` header), checked and normalized. Exported for the
+ * Responses bridge, which reads the extensions the same way.
+ */
+export function readSessionId(given: unknown, maxLength: number): string | undefined {
+  if (given === undefined || given === null) return undefined
+  if (typeof given !== 'string' || given === '') {
+    throw invalidParam('sessionId', 'sessionId must be a non-empty string')
+  }
+  const sessionIdRaw = normalizeSessionId(given, 'sessionId')
+  if (sessionIdRaw.length > maxLength) {
+    throw invalidParam('sessionId', `sessionId must be at most ${maxLength} characters`)
+  }
+  if (hasLoneSurrogate(sessionIdRaw)) throw invalidParam('sessionId', 'sessionId must be valid Unicode')
+  // URL parsers resolve `.` and `..` path segments (even percent-encoded), so such a session could never be read.
+  if (sessionIdRaw === '.' || sessionIdRaw === '..') throw invalidParam('sessionId', 'sessionId must not be "." or ".."')
+  return sessionIdRaw
+}
+
+/** The `ragQuery` extension. */
+export function readRagQuery(body: Record<string, unknown>): string | undefined {
+  const ragQueryRaw = body.ragQuery
+  if (ragQueryRaw === undefined || ragQueryRaw === null) return undefined
+  if (typeof ragQueryRaw !== 'string') throw invalidParam('ragQuery', 'ragQuery must be a string')
+  // "" (or only whitespace) means "search for nothing": no file retrieval and no recall search (README: extensions).
+  return ragQueryRaw
+}
+
+export function positiveInteger(body: Record<string, unknown>, field: string): number | undefined {
   const v = body[field]
   if (v === undefined || v === null) return undefined
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) throw invalidParam(field, `${field} must be a positive integer`)
   return v
 }
 
-function optionalBoolean(body: Record<string, unknown>, field: string): boolean | undefined {
+export function optionalBoolean(body: Record<string, unknown>, field: string): boolean | undefined {
   const v = body[field]
   if (v === undefined || v === null) return undefined
   if (typeof v !== 'boolean') throw invalidParam(field, `${field} must be a boolean`)
   return v
 }
 
-function inRange(v: unknown, lo: number, hi: number): boolean {
+export function inRange(v: unknown, lo: number, hi: number): boolean {
   return typeof v === 'number' && Number.isFinite(v) && v >= lo && v <= hi
 }
 

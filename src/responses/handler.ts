@@ -1,0 +1,275 @@
+/**
+ * POST /api/v1/responses: OpenAI's Responses API on any upstream model, bridged to the chat path. The request is
+ * translated (request.ts, items.ts), its context is rebuilt from the store (a `previous_response_id` chain, or a
+ * conversation, which is a session), and from there it is a chat: the same planner (memory, retrieval, recall,
+ * packing, `_metadata`), the same upstream call, the same relay (with the Responses event format instead of the
+ * upstream's bytes). A stored response is durable before its last byte: an immediate follow-up can chain.
+ */
+import { gatewayError, invalidParam } from '../errors.js'
+import { readJsonObject } from '../http/body.js'
+import { sendJson } from '../http/respond.js'
+import type { Handler, RequestContext } from '../http/server.js'
+import type { ConversationStore, ResponseStore, SessionStore, StoredResponse } from '../storage/interface.js'
+import type { ChatMessage, Clock, Tenant, Tokens } from '../types.js'
+import type { UpstreamClient } from '../upstream/client.js'
+import { annotateUsage, type ChatPlanner, type PreparedChat } from '../chat/handler.js'
+import { relayStream, SSE_HEADERS, type Usage } from '../chat/relay-stream.js'
+import { callUpstream, readCompletion } from '../chat/upstream-call.js'
+import { upstreamBodyJson } from '../chat/upstream-body.js'
+import type { ChatRequest } from '../chat/validate.js'
+import { replyFromCompletion } from '../messages/reply.js'
+import { itemsToMessages, type ResponseItem } from './items.js'
+import { completionToOutput, mapUsage, responseObject, statusFromFinish, type ResponseUsage } from './output.js'
+import { parseResponsesRequest, type ResponsesRequest } from './request.js'
+import { fileSearchItem } from './file-search.js'
+import { checkPendingCalls, newId, resolveReferences, storedItems, turnMessages, walkChain, type Chain } from './state.js'
+import { encodeEvent, ResponseStreamTranslator, type ResponseEvent } from './stream-translator.js'
+
+export interface ResponsesHandlerOptions {
+  upstream: UpstreamClient
+  planner: ChatPlanner
+  responses: ResponseStore
+  conversations: ConversationStore
+  sessions: SessionStore
+  /** Stored token counts of a turn's messages (what a chained request's packing reads). */
+  countStored: (m: ChatMessage) => Tokens
+  clock: Clock
+  /** Wall clock, epoch ms (created_at). */
+  now: () => number
+  limits: {
+    maxBodyBytes: number
+    maxUpstreamBodyBytes: number
+    maxEventBytes: number
+    maxInputItems: number
+    maxSessionIdLength: number
+    /** Ancestors read when walking a chain; older ones count as history that did not fit. */
+    maxChainTurns: number
+  }
+}
+
+export function responsesHandler(o: ResponsesHandlerOptions): Handler {
+  return async (ctx) => {
+    const tenant = tenantOf(ctx)
+    const body = await readJsonObject(ctx.req, o.limits.maxBodyBytes)
+    const header = ctx.req.headers['x-session-id']
+    const r = parseResponsesRequest(body, { maxInputItems: o.limits.maxInputItems, maxSessionIdLength: o.limits.maxSessionIdLength }, {
+      newId,
+      sessionIdHeader: typeof header === 'string' ? header : undefined,
+    })
+    ctx.annotations.model = r.model
+    ctx.annotations.stream = r.stream
+    const authorization = ctx.req.headers.authorization
+    if (authorization === undefined || authorization.trim() === '') throw gatewayError('missing_provider_key')
+
+    const conversationId = r.conversationId ?? r.sessionId
+    if (r.previousResponseId !== undefined && conversationId !== undefined) {
+      throw invalidParam(
+        r.conversationId !== undefined ? 'conversation' : 'sessionId',
+        'previous_response_id cannot be used together with a conversation (or sessionId): choose one of them',
+      )
+    }
+    const chain =
+      r.previousResponseId === undefined ? undefined : await walkChain(o.responses, tenant.id, r.previousResponseId, o.limits.maxChainTurns)
+    if (r.conversationId !== undefined && !(await conversationExists(o, tenant, r.conversationId))) {
+      throw gatewayError('not_found', { message: `Conversation with id '${r.conversationId}' not found.`, param: 'conversation' })
+    }
+    const input = await resolveReferences(r.input, o.responses, tenant.id, chain?.items)
+    if (chain !== undefined) checkPendingCalls(chain, input)
+    const inputMessages = itemsToMessages(input)
+    const messages: ChatMessage[] =
+      r.instructions === null || r.instructions === '' ? inputMessages : [{ role: 'system', content: r.instructions }, ...inputMessages]
+    const chatReq = chatRequestOf(r, messages, conversationId, chain)
+
+    const prepared = await o.planner.prepare(tenant, chatReq, {
+      authorization,
+      get signal() {
+        return ctx.signal
+      },
+    })
+    const id = newId('resp')
+    const createdAt = o.now()
+    const fields: Record<string, unknown> = { model: r.model, ...r.chatFields, stream: r.stream }
+    if (r.stream) fields.stream_options = { include_usage: true }
+    const call = await callUpstream(o.upstream, ctx, upstreamBodyJson(fields, prepared.messages), {
+      authorization,
+      stream: r.stream,
+      clock: o.clock,
+      maxUpstreamBodyBytes: o.limits.maxUpstreamBodyBytes,
+    })
+    const fileSearch = r.fileSearch === undefined ? undefined : fileSearchItem(prepared, r.include, newId)
+    const turn: Turn = { tenant, r, id, createdAt, inputItems: input, inputMessages, chatReq, prepared, fileSearch }
+
+    if (r.stream && call.eventStream) {
+      const translator = new ResponseStreamTranslator({
+        newId,
+        customTools: r.customTools,
+        base: (status, output, usage, error, incompleteDetails) => ({
+          ...snapshot(turn, { status, output, usage, error, incompleteDetails, completedAt: null }),
+          _metadata: prepared.metadata,
+        }),
+        ...(fileSearch === undefined ? {} : { leading: [fileSearch] }),
+      })
+      let finished: ReturnType<ResponseStreamTranslator['finish']> | undefined
+      ctx.res.writeHead(200, SSE_HEADERS)
+      ctx.res.write(encodeAll(translator.start()))
+      const outcome = await relayStream({
+        upstream: call.response.body,
+        res: ctx.res,
+        client: ctx.clientGone,
+        metadataJson: '',
+        includeUsage: true,
+        maxEventBytes: o.limits.maxEventBytes,
+        onFirstToken: () => {
+          ctx.annotations.ttftMs = o.clock() - call.sentAt
+        },
+        format: {
+          chunk: (c) => encodeAll(translator.push(c)),
+          finishing: () => {
+            finished = translator.finish()
+            return encodeAll(finished.events)
+          },
+          done: () => encodeEvent(translator.terminal()),
+          failure: (err) => encodeAll(translator.fail({ code: err.code, message: err.message })),
+        },
+        onComplete: async (reply, usage) => {
+          ctx.annotations.upstreamMs = o.clock() - call.sentAt
+          o.planner.observeUsage(r.model, prepared.countedTokens, usage)
+          annotateUsage(ctx.annotations, usage)
+          const f = finished
+          if (f === undefined) throw new Error('the stream completed without finishing')
+          await persist(o, turn, reply, { status: f.status, output: f.output, usage: f.usage, incompleteDetails: f.incompleteDetails })
+        },
+      })
+      ctx.annotations.outcome = outcome.kind
+      if (outcome.kind === 'failed' && outcome.error) ctx.annotations.streamError = outcome.error.code
+      return
+    }
+
+    const { completion } = await readCompletion(call, { authorization, maxUpstreamBodyBytes: o.limits.maxUpstreamBodyBytes })
+    ctx.annotations.upstreamMs = o.clock() - call.sentAt
+    const usage = completion.usage as Usage | undefined
+    o.planner.observeUsage(r.model, prepared.countedTokens, usage)
+    annotateUsage(ctx.annotations, usage)
+    const mapped = completionToOutput(completion, { newId, customTools: r.customTools })
+    const { status, incompleteDetails } = statusFromFinish(mapped.finishReason)
+    if (status === 'failed') {
+      throw gatewayError('upstream_invalid_response', { message: 'The upstream reported an error as the reply\'s finish reason' })
+    }
+    const output = fileSearch === undefined ? mapped.output : [fileSearch, ...mapped.output]
+    if (ctx.clientGone.aborted) throw gatewayError('client_closed_request')
+    const done = { status, output, usage: mapUsage(usage), incompleteDetails }
+    await persist(o, turn, replyFromCompletion(completion), done)
+    if (ctx.clientGone.aborted) throw gatewayError('client_closed_request')
+    sendJson(ctx.res, 200, { ...snapshot(turn, { ...done, error: null, completedAt: seconds(o.now()) }), _metadata: prepared.metadata })
+  }
+}
+
+interface Turn {
+  tenant: Tenant
+  r: ResponsesRequest
+  id: string
+  createdAt: number
+  /** The input items with references resolved (what `input_items` lists). */
+  inputItems: ResponseItem[]
+  /** The same, as chat messages (instructions excluded). */
+  inputMessages: ChatMessage[]
+  chatReq: ChatRequest
+  prepared: PreparedChat
+  fileSearch: ResponseItem | undefined
+}
+
+interface Finished {
+  status: string
+  output: readonly ResponseItem[]
+  usage: ResponseUsage
+  incompleteDetails: { reason: string } | null
+}
+
+/**
+ * The completed turn, durable before the client's last byte: the conversation's (session's) messages through the
+ * planner, as a chat with a session saves them; the stored response (unless `store: false`), so that it can be
+ * retrieved and chained at once.
+ */
+async function persist(o: ResponsesHandlerOptions, t: Turn, reply: ChatMessage, f: Finished): Promise<void> {
+  if (t.chatReq.sessionId !== undefined && t.chatReq.saveToMemory) await o.planner.save(t.tenant, t.chatReq, t.prepared, reply)
+  if (!t.r.store) return
+  const record: StoredResponse = {
+    id: t.id,
+    createdAt: t.createdAt,
+    completedAt: o.now(),
+    model: t.r.model,
+    status: f.status,
+    previousResponseId: t.r.previousResponseId ?? null,
+    conversationId: t.r.conversationId ?? null,
+    input: storedItems(t.inputItems),
+    output: storedItems(f.output),
+    messages: turnMessages([...t.inputMessages, reply], o.countStored),
+    usage: f.usage as unknown as Record<string, unknown>,
+    error: null,
+    incompleteDetails: f.incompleteDetails,
+    echo: t.r.echo,
+  }
+  await o.responses.save(t.tenant.id, record)
+}
+
+function snapshot(
+  t: Turn,
+  s: {
+    status: string
+    output: readonly ResponseItem[]
+    usage: ResponseUsage | null
+    error: { code: string; message: string } | null
+    incompleteDetails: { reason: string } | null
+    completedAt: number | null
+  },
+): Record<string, unknown> {
+  return responseObject({
+    id: t.id,
+    createdAt: seconds(t.createdAt),
+    model: t.r.model,
+    status: s.status as Parameters<typeof responseObject>[0]['status'],
+    output: [...s.output],
+    usage: s.usage,
+    error: s.error,
+    incompleteDetails: s.incompleteDetails,
+    echo: t.r.echo,
+    previousResponseId: t.r.previousResponseId ?? null,
+    conversationId: t.r.conversationId ?? null,
+    completedAt: s.completedAt,
+  })
+}
+
+/** The chat the planner packs: the request's messages after the chain's (or the conversation's) history. */
+function chatRequestOf(r: ResponsesRequest, messages: ChatMessage[], sessionId: string | undefined, chain: Chain | undefined): ChatRequest {
+  return {
+    model: r.model,
+    messages,
+    stream: r.stream,
+    maxTokens: r.maxOutputTokens,
+    sessionId,
+    saveToMemory: r.saveToMemory,
+    // `file_search` is the caller's knowledge base, searched as `useRAG` searches it.
+    useRAG: r.useRAG || r.fileSearch !== undefined,
+    ragQuery: r.ragQuery,
+    includeUsage: true,
+    passthrough: { model: r.model, ...r.chatFields },
+    ...(chain === undefined ? {} : { history: chain.history, olderMessages: chain.olderMessages }),
+  }
+}
+
+async function conversationExists(o: ResponsesHandlerOptions, tenant: Tenant, id: string): Promise<boolean> {
+  return (await o.conversations.get(tenant.id, id)) !== undefined || (await o.sessions.get(tenant.id, id)) !== undefined
+}
+
+function encodeAll(events: readonly ResponseEvent[]): string {
+  let out = ''
+  for (const e of events) out += encodeEvent(e)
+  return out
+}
+
+function tenantOf(ctx: RequestContext): Tenant {
+  if (ctx.tenant === undefined) throw gatewayError('missing_service_key')
+  return ctx.tenant
+}
+
+export const seconds = (ms: number): number => Math.floor(ms / 1000)

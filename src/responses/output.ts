@@ -1,0 +1,238 @@
+/**
+ * A Chat Completions reply → the Responses side (reference §3, §8): the Response object, its `usage`, its status
+ * from the finish reason, and the output items of a non-stream completion. The stream's state machine
+ * (stream-translator.ts) builds the same items from deltas, with the helpers exported here.
+ *
+ * Reasoning: OpenRouter's `message.reasoning` (the model's thinking as text) becomes a reasoning item first in the
+ * output, `{id:"rs_…", type:"reasoning", summary:[{type:"summary_text", text}]}`. That is the shape OpenAI sends for
+ * reasoning summaries, which every client parses: openai-node keeps it, Codex shows it, the AI SDK turns it into a
+ * reasoning part and the Agents SDK passes it back as input next turn (where the bridge drops it again; the chat
+ * message the lead stores beside the items keeps `reasoning_details` for providers that need them). The chat path
+ * already relays this text to clients, so nothing is shown here that the gateway did not show before. No item is
+ * made when the upstream sent no reasoning.
+ */
+import { isObject } from '../messages/schema.js'
+import type { ItemPart, NewId, ResponseItem } from './item-types.js'
+import { customInput } from './item-messages.js'
+
+export type ResponseStatus = 'completed' | 'incomplete' | 'failed' | 'in_progress' | 'cancelled'
+
+export interface ResponseUsage {
+  input_tokens: number
+  input_tokens_details: { cached_tokens: number; cache_write_tokens?: number }
+  output_tokens: number
+  output_tokens_details: { reasoning_tokens: number }
+  total_tokens: number
+}
+
+export interface ResponseObjectInput {
+  id: string
+  /** Unix seconds. */
+  createdAt: number
+  model: string
+  status: ResponseStatus
+  output: ResponseItem[]
+  usage: ResponseUsage | null
+  error: { code: string; message: string } | null
+  incompleteDetails: { reason: string } | null
+  /** From ResponsesRequest.echo; fields missing here take OpenAI's defaults. */
+  echo: Record<string, unknown>
+  previousResponseId: string | null
+  conversationId: string | null
+  /** Unix seconds; null until the response is done. */
+  completedAt?: number | null
+}
+
+/** What the echo shows for a request that set nothing (recorded OpenAI responses, reference §3). */
+const ECHO_DEFAULTS: Readonly<Record<string, unknown>> = {
+  instructions: null,
+  max_output_tokens: null,
+  max_tool_calls: null,
+  parallel_tool_calls: true,
+  prompt_cache_key: null,
+  reasoning: { effort: null, summary: null },
+  safety_identifier: null,
+  service_tier: 'default',
+  store: true,
+  temperature: 1,
+  text: { format: { type: 'text' } },
+  tool_choice: 'auto',
+  tools: [],
+  top_logprobs: 0,
+  top_p: 1,
+  truncation: 'disabled',
+  user: null,
+  metadata: {},
+}
+
+/** The whole Response object, in the field order OpenAI sends. */
+export function responseObject(o: ResponseObjectInput): Record<string, unknown> {
+  const echo = (k: string): unknown => (Object.hasOwn(o.echo, k) ? o.echo[k] : ECHO_DEFAULTS[k])
+  return {
+    id: o.id,
+    object: 'response',
+    created_at: o.createdAt,
+    status: o.status,
+    background: false,
+    error: o.error,
+    incomplete_details: o.incompleteDetails,
+    instructions: echo('instructions'),
+    max_output_tokens: echo('max_output_tokens'),
+    max_tool_calls: echo('max_tool_calls'),
+    model: o.model,
+    output: o.output,
+    parallel_tool_calls: echo('parallel_tool_calls'),
+    previous_response_id: o.previousResponseId,
+    prompt_cache_key: echo('prompt_cache_key'),
+    reasoning: echo('reasoning'),
+    safety_identifier: echo('safety_identifier'),
+    service_tier: echo('service_tier'),
+    store: echo('store'),
+    temperature: echo('temperature'),
+    text: echo('text'),
+    tool_choice: echo('tool_choice'),
+    tools: echo('tools'),
+    top_logprobs: echo('top_logprobs'),
+    top_p: echo('top_p'),
+    truncation: echo('truncation'),
+    usage: o.usage,
+    user: echo('user'),
+    metadata: echo('metadata'),
+    conversation: o.conversationId === null ? null : { id: o.conversationId },
+    completed_at: o.completedAt ?? null,
+  }
+}
+
+/** Chat usage → Responses usage. Both detail objects always, with zeros: Codex and the AI SDK parse them. */
+export function mapUsage(u: unknown): ResponseUsage {
+  const usage = isObject(u) ? u : {}
+  const prompt = isObject(usage.prompt_tokens_details) ? usage.prompt_tokens_details : {}
+  const completion = isObject(usage.completion_tokens_details) ? usage.completion_tokens_details : {}
+  const input = count(usage.prompt_tokens)
+  const output = count(usage.completion_tokens)
+  const inputDetails: ResponseUsage['input_tokens_details'] = { cached_tokens: count(prompt.cached_tokens) }
+  if (typeof prompt.cache_write_tokens === 'number') inputDetails.cache_write_tokens = count(prompt.cache_write_tokens)
+  return {
+    input_tokens: input,
+    input_tokens_details: inputDetails,
+    output_tokens: output,
+    output_tokens_details: { reasoning_tokens: count(completion.reasoning_tokens) },
+    total_tokens: typeof usage.total_tokens === 'number' ? count(usage.total_tokens) : input + output,
+  }
+}
+
+/** Codex parses token counts as integers. */
+function count(v: unknown): number {
+  return typeof v === 'number' && Number.isFinite(v) && v > 0 ? Math.round(v) : 0
+}
+
+export interface FinishStatus {
+  status: 'completed' | 'incomplete' | 'failed'
+  incompleteDetails: { reason: 'max_output_tokens' | 'content_filter' } | null
+}
+
+/** The AI SDK derives its finish reason from `incomplete_details.reason`, so it is always set when incomplete. */
+export function statusFromFinish(finishReason: string | null | undefined): FinishStatus {
+  switch (finishReason) {
+    case 'length':
+      return { status: 'incomplete', incompleteDetails: { reason: 'max_output_tokens' } }
+    case 'content_filter':
+      return { status: 'incomplete', incompleteDetails: { reason: 'content_filter' } }
+    case 'error':
+      return { status: 'failed', incompleteDetails: null }
+    default:
+      return { status: 'completed', incompleteDetails: null }
+  }
+}
+
+/** OpenRouter nests a citation under its type (`{type:"url_citation", url_citation:{…}}`); Responses has it flat. */
+export function flattenAnnotations(raw: unknown): Record<string, unknown>[] {
+  if (!Array.isArray(raw)) return []
+  const out: Record<string, unknown>[] = []
+  for (const a of raw) {
+    if (!isObject(a) || a.type !== 'url_citation') continue
+    const c = isObject(a.url_citation) ? a.url_citation : a
+    if (typeof c.url !== 'string') continue
+    out.push({
+      type: 'url_citation',
+      start_index: typeof c.start_index === 'number' ? c.start_index : 0,
+      end_index: typeof c.end_index === 'number' ? c.end_index : 0,
+      url: c.url,
+      title: typeof c.title === 'string' ? c.title : '',
+    })
+  }
+  return out
+}
+
+/** The reasoning item, from the reasoning text (see the module comment for why it is shown). */
+export function reasoningItem(id: string, text: string): ResponseItem {
+  return { id, type: 'reasoning', summary: [{ type: 'summary_text', text }] }
+}
+
+/**
+ * A tool call's output item: `custom_tool_call` for custom tools, else `function_call`. A custom tool's input is the
+ * `input` argument unwrapped; when the model ignored the wrapper and wrote raw text, that text is the input (for
+ * `apply_patch` it is the patch itself).
+ */
+export function toolCallItem(
+  o: { id: string; callId: string; name: string; args: string; status: 'completed' | 'incomplete' },
+  customTools: ReadonlySet<string>,
+): ResponseItem {
+  if (customTools.has(o.name)) return { id: o.id, type: 'custom_tool_call', call_id: o.callId, name: o.name, input: customInput(o.args) ?? o.args }
+  return { id: o.id, type: 'function_call', status: o.status, arguments: o.args, call_id: o.callId, name: o.name }
+}
+
+export interface CompletionOutput {
+  output: ResponseItem[]
+  finishReason: string | null
+}
+
+/** A non-stream completion's `choices[0]` → output items: reasoning, then the message, then one item per call. */
+export function completionToOutput(
+  completion: Record<string, unknown>,
+  opts: { newId: NewId; customTools: ReadonlySet<string> },
+): CompletionOutput {
+  const choices = completion.choices
+  const first: unknown = Array.isArray(choices) ? choices[0] : undefined
+  const choice = isObject(first) ? first : {}
+  const msg = isObject(choice.message) ? choice.message : {}
+  const finishReason = typeof choice.finish_reason === 'string' ? choice.finish_reason : null
+  const cut = statusFromFinish(finishReason).status === 'incomplete'
+
+  const output: ResponseItem[] = []
+  if (typeof msg.reasoning === 'string' && msg.reasoning !== '') output.push(reasoningItem(opts.newId('rs'), msg.reasoning))
+
+  const text = contentText(msg.content)
+  const refusal = typeof msg.refusal === 'string' ? msg.refusal : ''
+  const calls = Array.isArray(msg.tool_calls) ? msg.tool_calls.filter(isObject) : []
+  // As OpenAI does: no empty message in front of tool calls; an empty one when there is nothing else to say.
+  if (text !== '' || refusal !== '' || calls.length === 0) {
+    const content: ItemPart[] = []
+    if (text !== '' || refusal === '') content.push({ type: 'output_text', annotations: flattenAnnotations(msg.annotations), logprobs: [], text })
+    if (refusal !== '') content.push({ type: 'refusal', refusal })
+    output.push({ id: opts.newId('msg'), type: 'message', status: 'completed', content, role: 'assistant' })
+  }
+  for (const c of calls) {
+    const f = isObject(c.function) ? c.function : isObject(c.custom) ? c.custom : {}
+    const name = typeof f.name === 'string' ? f.name : ''
+    // The newer Chat custom-tool call carries `custom.input` (raw text); wrap it as the function form would.
+    const args = typeof f.arguments === 'string' ? f.arguments : typeof f.input === 'string' ? JSON.stringify({ input: f.input }) : ''
+    const callId = typeof c.id === 'string' && c.id !== '' ? c.id : opts.newId('call')
+    const id = opts.newId(opts.customTools.has(name) ? 'ctc' : 'fc')
+    output.push(toolCallItem({ id, callId, name, args, status: 'completed' }, opts.customTools))
+  }
+  // Cut by the length limit (or a filter): the item being written when it happened is the incomplete one.
+  const last = output.at(-1)
+  if (cut && last !== undefined && last.type !== 'reasoning' && last.type !== 'custom_tool_call') {
+    output[output.length - 1] = { ...last, status: 'incomplete' }
+  }
+  return { output, finishReason }
+}
+
+function contentText(content: unknown): string {
+  if (typeof content === 'string') return content
+  if (!Array.isArray(content)) return ''
+  let out = ''
+  for (const p of content) if (isObject(p) && p.type === 'text' && typeof p.text === 'string') out += p.text
+  return out
+}

@@ -1,0 +1,327 @@
+/**
+ * Chat Completions stream chunks → Responses stream events (reference §4, §8 "state machine", pitfalls 10–12): a
+ * small state machine that knows nothing of HTTP. The caller writes what each method returns, in order.
+ *
+ *   start()      response.created, response.in_progress (before the upstream answers: clients' idle timers, and the
+ *                id is fixed for the whole stream)
+ *   push(chunk)  per parsed `chat.completion.chunk`: item and delta events
+ *   finish()     closes what is open; the caller then PERSISTS the response, and only then writes
+ *   terminal()   response.completed | response.incomplete | response.failed, carrying the whole response
+ *   fail(err)    instead of finish/terminal, once SSE has started: `error`, then response.failed
+ *
+ * The rules clients enforce (§4d): one item open at a time, `output_index` contiguous from 0 in the order items are
+ * added, `content_part.added` before its deltas, `item_id` the item's id, only official event types, and a terminal
+ * `output` identical to the items of the `output_item.done` events. Hence:
+ * - Tool calls are emitted one at a time. A call that starts while another is open is buffered; the open one is
+ *   closed when its arguments parse as complete JSON (nothing valid can follow a complete JSON value, so a provider
+ *   that interleaves calls has finished that one) or at the end, and the buffered ones then stream in order.
+ * - Text or a refusal arriving after the first tool call (rare) is kept for one more message after the calls, so an
+ *   item never reopens.
+ * - Reasoning (OpenRouter `delta.reasoning`) streams as a reasoning item with a summary part (see output.ts for why
+ *   it is shown) while it is the first thing the model produces; reasoning after the answer has begun is not shown.
+ * - A custom tool's input is the `input` string inside JSON arguments; it is sent whole when the call closes.
+ * Tool-call deltas are assembled by tool-call-tracker.ts, the event payloads built by stream-events.ts.
+ */
+import { isObject } from '../messages/schema.js'
+import type { NewId, ResponseItem } from './item-types.js'
+import * as ev from './stream-events.js'
+import { ToolCallTracker, completeJson, type TrackedCall } from './tool-call-tracker.js'
+import { flattenAnnotations, mapUsage, reasoningItem, statusFromFinish, toolCallItem, type ResponseStatus, type ResponseUsage } from './output.js'
+
+export type { ResponseEvent } from './stream-events.js'
+export { encodeEvent } from './stream-events.js'
+
+type ResponseEvent = ev.ResponseEvent
+type ErrorBody = { code: string; message: string }
+type Snapshot = (
+  status: ResponseStatus,
+  output: ResponseItem[],
+  usage: ResponseUsage | null,
+  error: ErrorBody | null,
+  incompleteDetails: { reason: string } | null,
+) => Record<string, unknown>
+
+type Open =
+  | { kind: 'reasoning'; id: string; index: number; text: string }
+  | { kind: 'message'; id: string; index: number; parts: ev.Part[] }
+  | { kind: 'call'; id: string; index: number; call: TrackedCall }
+
+export class ResponseStreamTranslator {
+  readonly #newId: NewId
+  readonly #customTools: ReadonlySet<string>
+  readonly #base: Snapshot
+  #seq = 0
+  #phase: 'new' | 'streaming' | 'finished' | 'ended' = 'new'
+  readonly #output: ResponseItem[] = []
+  #open: Open | undefined
+  #messages = 0
+  readonly #calls = new ToolCallTracker()
+  #tail = { text: '', refusal: '', annotations: [] as Record<string, unknown>[] }
+  #finishReason: string | null = null
+  #usage: unknown
+  #error: ErrorBody | null = null
+  #final: ReturnType<typeof statusFromFinish> & { usage: ResponseUsage } = { status: 'completed', incompleteDetails: null, usage: mapUsage(undefined) }
+
+  readonly #leading: readonly ResponseItem[]
+
+  /**
+   * `leading`: items the gateway made before the model answered (a `file_search_call`), sent whole right after
+   * `in_progress` at the first output indexes.
+   */
+  constructor(opts: { newId: NewId; customTools: ReadonlySet<string>; base: Snapshot; leading?: readonly ResponseItem[] }) {
+    this.#newId = opts.newId
+    this.#customTools = opts.customTools
+    this.#base = opts.base
+    this.#leading = opts.leading ?? []
+  }
+
+  start(): ResponseEvent[] {
+    this.#expect('new', 'start')
+    this.#phase = 'streaming'
+    const snapshot = this.#base('in_progress', [], null, null, null)
+    const out = [this.#event('response.created', { response: snapshot }), this.#event('response.in_progress', { response: snapshot })]
+    for (const item of this.#leading) {
+      const index = this.#output.length
+      out.push(this.#event('response.output_item.added', { output_index: index, item }))
+      this.#output.push(item)
+      out.push(this.#event('response.output_item.done', { output_index: index, item }))
+    }
+    return out
+  }
+
+  push(chunk: Record<string, unknown>): ResponseEvent[] {
+    this.#expect('streaming', 'push')
+    const out: ResponseEvent[] = []
+    if (isObject(chunk.usage)) this.#usage = chunk.usage
+    // OpenRouter reports a failure after HTTP 200 as a chunk with an `error` field (finish_reason "error").
+    if (isObject(chunk.error)) this.#error = ev.upstreamError(chunk.error)
+    const choices = chunk.choices
+    const choice: unknown = Array.isArray(choices) ? choices[0] : undefined
+    if (!isObject(choice)) return out
+    const delta = isObject(choice.delta) ? choice.delta : {}
+    if (typeof delta.reasoning === 'string' && delta.reasoning !== '') this.#reasoning(delta.reasoning, out)
+    if (typeof delta.content === 'string' && delta.content !== '') this.#content('output_text', delta.content, out)
+    if (typeof delta.refusal === 'string' && delta.refusal !== '') this.#content('refusal', delta.refusal, out)
+    const annotations = flattenAnnotations(delta.annotations)
+    if (annotations.length > 0) this.#annotations(annotations, out)
+    if (Array.isArray(delta.tool_calls)) {
+      for (const c of delta.tool_calls) if (isObject(c)) this.#toolCall(c, out)
+      this.#advanceCalls(out)
+    }
+    if (typeof choice.finish_reason === 'string') this.#finishReason = choice.finish_reason
+    return out
+  }
+
+  finish(): { events: ResponseEvent[]; output: ResponseItem[]; usage: ResponseUsage; status: ResponseStatus; incompleteDetails: { reason: string } | null } {
+    this.#expect('streaming', 'finish')
+    this.#phase = 'finished'
+    const s = this.#error !== null ? { status: 'failed' as const, incompleteDetails: null } : statusFromFinish(this.#finishReason)
+    const cut = s.status === 'incomplete'
+    const out: ResponseEvent[] = []
+    const pending = this.#calls.pending()
+    const tail = this.#tail.text !== '' || this.#tail.refusal !== '' || this.#tail.annotations.length > 0
+    // A reply with no message and no call still says something: an empty message (as completionToOutput).
+    const empty = !tail && this.#messages === 0 && this.#calls.size === 0
+    this.#closeOpen(out, cut && pending.length === 0 && !tail && !empty)
+    pending.forEach((c, k) => {
+      this.#openCall(c, out)
+      this.#closeOpen(out, cut && k === pending.length - 1 && !tail)
+    })
+    if (tail || empty) {
+      const { text, refusal, annotations } = this.#tail
+      if (text !== '' || annotations.length > 0 || empty) this.#content('output_text', text, out, true)
+      if (annotations.length > 0) this.#annotations(annotations, out)
+      if (refusal !== '') this.#content('refusal', refusal, out, true)
+      this.#closeOpen(out, cut)
+    }
+    if (s.status === 'failed') {
+      const err = this.#failure()
+      out.push(this.#event('error', ev.errorFields(err)))
+    }
+    this.#final = { ...s, usage: mapUsage(this.#usage) }
+    return { events: out, output: [...this.#output], usage: this.#final.usage, status: s.status, incompleteDetails: s.incompleteDetails }
+  }
+
+  terminal(): ResponseEvent {
+    this.#expect('finished', 'terminal')
+    this.#phase = 'ended'
+    const { status, incompleteDetails, usage } = this.#final
+    const error = status === 'failed' ? this.#failure() : null
+    const type = status === 'failed' ? 'response.failed' : status === 'incomplete' ? 'response.incomplete' : 'response.completed'
+    return this.#event(type, { response: this.#base(status, [...this.#output], usage, error, incompleteDetails) })
+  }
+
+  /** The stream cannot go on (upstream died, persisting failed): the items already done are the output. */
+  fail(err: ErrorBody & { type?: string }): ResponseEvent[] {
+    if (this.#phase === 'new' || this.#phase === 'ended') throw new Error(`ResponseStreamTranslator.fail() after ${this.#phase === 'new' ? 'no start()' : 'the terminal event'}`)
+    this.#phase = 'ended'
+    const error = { code: err.code, message: err.message }
+    return [
+      this.#event('error', ev.errorFields(err)),
+      this.#event('response.failed', { response: this.#base('failed', [...this.#output], mapUsage(this.#usage), error, null) }),
+    ]
+  }
+
+  // ---- items ---------------------------------------------------------------------------------------------------
+
+  #reasoning(text: string, out: ResponseEvent[]): void {
+    const open = this.#open
+    if (open?.kind === 'reasoning') {
+      open.text += text
+      out.push(this.#event('response.reasoning_summary_text.delta', ev.summaryDelta(open, text)))
+      return
+    }
+    // Only while nothing else has been said (see the module comment).
+    if (open !== undefined || this.#output.length > 0 || this.#calls.size > 0) return
+    const r = { kind: 'reasoning' as const, id: this.#newId('rs'), index: this.#output.length, text }
+    this.#open = r
+    out.push(this.#event('response.output_item.added', { output_index: r.index, item: { id: r.id, type: 'reasoning', summary: [] } }))
+    out.push(this.#event('response.reasoning_summary_part.added', ev.summaryPart(r, '')))
+    out.push(this.#event('response.reasoning_summary_text.delta', ev.summaryDelta(r, text)))
+  }
+
+  /** Text or refusal. `force`: finish() writing the tail message. */
+  #content(type: 'output_text' | 'refusal', text: string, out: ResponseEvent[], force = false): void {
+    if (!force && this.#calls.size > 0) {
+      if (type === 'output_text') this.#tail.text += text
+      else this.#tail.refusal += text
+      return
+    }
+    const m = this.#message(out)
+    let part = m.parts.at(-1)
+    if (part?.type !== type) {
+      if (part !== undefined) out.push(...this.#closePart(m, part))
+      part = type === 'output_text' ? { type, text: '', annotations: [] } : { type, refusal: '' }
+      m.parts.push(part)
+      out.push(this.#event('response.content_part.added', { ...ev.at(m), content_index: m.parts.length - 1, part: ev.emptyPart(type) }))
+    }
+    if (text === '') return
+    const contentIndex = m.parts.length - 1
+    if (part.type === 'output_text') {
+      part.text += text
+      out.push(this.#event('response.output_text.delta', { ...ev.at(m), content_index: contentIndex, delta: text, logprobs: [] }))
+    } else {
+      part.refusal += text
+      out.push(this.#event('response.refusal.delta', { ...ev.at(m), content_index: contentIndex, delta: text }))
+    }
+  }
+
+  #annotations(annotations: Record<string, unknown>[], out: ResponseEvent[]): void {
+    if (this.#calls.size > 0 && this.#open?.kind !== 'message') {
+      this.#tail.annotations.push(...annotations)
+      return
+    }
+    const last = this.#open?.kind === 'message' ? this.#open.parts.at(-1) : undefined
+    if (last?.type !== 'output_text') this.#content('output_text', '', out, true)
+    const m = this.#open as Extract<Open, { kind: 'message' }>
+    const part = m.parts.at(-1) as Extract<ev.Part, { type: 'output_text' }>
+    for (const annotation of annotations) {
+      part.annotations.push(annotation)
+      out.push(
+        this.#event('response.output_text.annotation.added', {
+          ...ev.at(m),
+          content_index: m.parts.length - 1,
+          annotation_index: part.annotations.length - 1,
+          annotation,
+        }),
+      )
+    }
+  }
+
+  /** The open message, opened (closing a reasoning item) when there is none. */
+  #message(out: ResponseEvent[]): Extract<Open, { kind: 'message' }> {
+    if (this.#open?.kind === 'message') return this.#open
+    this.#closeOpen(out, false)
+    const m = { kind: 'message' as const, id: this.#newId('msg'), index: this.#output.length, parts: [] as ev.Part[] }
+    this.#open = m
+    this.#messages++
+    out.push(this.#event('response.output_item.added', { output_index: m.index, item: { id: m.id, type: 'message', status: 'in_progress', content: [], role: 'assistant' } }))
+    return m
+  }
+
+  #toolCall(c: Record<string, unknown>, out: ResponseEvent[]): void {
+    const { call, args } = this.#calls.apply(c)
+    const open = this.#open
+    if (args !== '' && open?.kind === 'call' && open.call === call && !this.#customTools.has(call.name)) {
+      out.push(this.#event('response.function_call_arguments.delta', { ...ev.at(open), delta: args }))
+    }
+  }
+
+  /** Opens the next buffered call when the open one is done (see the module comment). */
+  #advanceCalls(out: ResponseEvent[]): void {
+    for (;;) {
+      const next = this.#calls.next()
+      if (next === undefined) return
+      const open = this.#open
+      if (open?.kind === 'call' && !completeJson(open.call.args)) return
+      this.#closeOpen(out, false)
+      this.#openCall(next, out)
+    }
+  }
+
+  #openCall(call: TrackedCall, out: ResponseEvent[]): void {
+    call.state = 'open'
+    call.id = this.#newId(this.#customTools.has(call.name) ? 'ctc' : 'fc')
+    call.callId = call.upstreamId !== '' ? call.upstreamId : this.#newId('call')
+    const index = this.#output.length
+    this.#open = { kind: 'call', id: call.id, index, call }
+    const custom = this.#customTools.has(call.name)
+    const item = custom
+      ? { id: call.id, type: 'custom_tool_call', call_id: call.callId, name: call.name, input: '' }
+      : { id: call.id, type: 'function_call', status: 'in_progress', arguments: '', call_id: call.callId, name: call.name }
+    out.push(this.#event('response.output_item.added', { output_index: index, item }))
+    if (!custom && call.args !== '') out.push(this.#event('response.function_call_arguments.delta', { item_id: call.id, output_index: index, delta: call.args }))
+  }
+
+  /** Closes the open item; `incomplete` marks it as the one the length limit (or a filter) cut. */
+  #closeOpen(out: ResponseEvent[], incomplete: boolean): void {
+    const open = this.#open
+    if (open === undefined) return
+    this.#open = undefined
+    const status = incomplete ? 'incomplete' : 'completed'
+    let item: ResponseItem
+    if (open.kind === 'reasoning') {
+      out.push(this.#event('response.reasoning_summary_text.done', { ...ev.at(open), summary_index: 0, text: open.text }))
+      out.push(this.#event('response.reasoning_summary_part.done', ev.summaryPart(open, open.text)))
+      item = reasoningItem(open.id, open.text)
+    } else if (open.kind === 'message') {
+      const last = open.parts.at(-1)
+      if (last !== undefined) out.push(...this.#closePart(open, last))
+      item = { id: open.id, type: 'message', status, content: open.parts.map(ev.finalPart), role: 'assistant' }
+    } else {
+      const call = open.call
+      call.state = 'closed'
+      item = toolCallItem({ id: call.id, callId: call.callId, name: call.name, args: call.args, status }, this.#customTools)
+      if (item.type === 'custom_tool_call') {
+        const input = String(item.input)
+        if (input !== '') out.push(this.#event('response.custom_tool_call_input.delta', { ...ev.at(open), delta: input }))
+        out.push(this.#event('response.custom_tool_call_input.done', { ...ev.at(open), input }))
+      } else {
+        out.push(this.#event('response.function_call_arguments.done', { ...ev.at(open), arguments: call.args, name: call.name }))
+      }
+    }
+    this.#output.push(item)
+    out.push(this.#event('response.output_item.done', { output_index: open.index, item }))
+  }
+
+  #closePart(m: Extract<Open, { kind: 'message' }>, part: ev.Part): ResponseEvent[] {
+    const where = { ...ev.at(m), content_index: m.parts.indexOf(part) }
+    const done =
+      part.type === 'output_text'
+        ? this.#event('response.output_text.done', { ...where, text: part.text, logprobs: [] })
+        : this.#event('response.refusal.done', { ...where, refusal: part.refusal })
+    return [done, this.#event('response.content_part.done', { ...where, part: ev.finalPart(part) })]
+  }
+
+  #failure(): ErrorBody {
+    return this.#error ?? { code: 'server_error', message: 'The upstream provider failed while generating the response' }
+  }
+
+  #event(type: string, fields: Record<string, unknown>): ResponseEvent {
+    return { type, sequence_number: this.#seq++, ...fields }
+  }
+
+  #expect(phase: 'new' | 'streaming' | 'finished', method: string): void {
+    if (this.#phase !== phase) throw new Error(`ResponseStreamTranslator.${method}() in phase ${this.#phase}`)
+  }
+}

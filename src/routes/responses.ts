@@ -1,0 +1,70 @@
+/**
+ * /api/v1/responses/{id}: retrieve, delete, list input items, cancel. Only what `store: true` kept exists here, and
+ * only for the tenant that made it: anything else is OpenAI's 404.
+ */
+import { gatewayError, invalidParam } from '../errors.js'
+import { sendJson } from '../http/respond.js'
+import type { Handler, RequestContext } from '../http/server.js'
+import { responseObject } from '../responses/output.js'
+import type { ResponseStore, StoredItem, StoredResponse } from '../storage/interface.js'
+import type { Tenant } from '../types.js'
+import { listPage } from './list-page.js'
+
+const seconds = (ms: number): number => Math.floor(ms / 1000)
+
+export function responseRoutes(responses: ResponseStore) {
+  const load = async (ctx: RequestContext): Promise<{ tenant: Tenant; rec: StoredResponse }> => {
+    const tenant = tenantOf(ctx)
+    const id = ctx.params.id ?? ''
+    const rec = await responses.get(tenant.id, id)
+    if (rec === undefined) throw gatewayError('not_found', { message: `Response with id '${id}' not found.` })
+    return { tenant, rec }
+  }
+
+  const get: Handler = async (ctx) => {
+    const { rec } = await load(ctx)
+    sendJson(ctx.res, 200, wireResponse(rec))
+  }
+
+  const del: Handler = async (ctx) => {
+    const { tenant, rec } = await load(ctx)
+    await responses.delete(tenant.id, rec.id)
+    sendJson(ctx.res, 200, { id: rec.id, object: 'response', deleted: true })
+  }
+
+  /** This response's own input items (references resolved), newest first by default, as OpenAI lists them. */
+  const inputItems: Handler = async (ctx) => {
+    const { rec } = await load(ctx)
+    sendJson(ctx.res, 200, listPage<StoredItem>(rec.input, ctx.query, (i) => i.id))
+  }
+
+  const cancel: Handler = async (ctx) => {
+    await load(ctx)
+    throw invalidParam('id', 'Only responses created with background=true can be cancelled; recallgate runs none in the background.')
+  }
+
+  return { get, del, inputItems, cancel }
+}
+
+/** A stored response as the Response object the SDKs parse. */
+export function wireResponse(rec: StoredResponse): Record<string, unknown> {
+  return responseObject({
+    id: rec.id,
+    createdAt: seconds(rec.createdAt),
+    model: rec.model,
+    status: rec.status as Parameters<typeof responseObject>[0]['status'],
+    output: [...rec.output],
+    usage: rec.usage as Parameters<typeof responseObject>[0]['usage'],
+    error: rec.error,
+    incompleteDetails: rec.incompleteDetails,
+    echo: rec.echo,
+    previousResponseId: rec.previousResponseId,
+    conversationId: rec.conversationId,
+    completedAt: rec.completedAt === null ? null : seconds(rec.completedAt),
+  })
+}
+
+function tenantOf(ctx: RequestContext): Tenant {
+  if (ctx.tenant === undefined) throw gatewayError('missing_service_key')
+  return ctx.tenant
+}

@@ -1,0 +1,243 @@
+/**
+ * The Chat → Responses side of the bridge: output items of a completion, status from the finish reason, usage, and
+ * the Response object as OpenAI sends it.
+ */
+import t from 'tap'
+import { completionToOutput, mapUsage, responseObject, statusFromFinish } from '../src/responses/output.js'
+import { parseResponsesRequest } from '../src/responses/request.js'
+
+function counter(): (prefix: string) => string {
+  let n = 0
+  return (prefix) => `${prefix}_${++n}`
+}
+const completion = (message: Record<string, unknown>, finish_reason: string | null = 'stop'): Record<string, unknown> => ({
+  id: 'gen-1',
+  object: 'chat.completion',
+  choices: [{ index: 0, message: { role: 'assistant', ...message }, finish_reason }],
+})
+const custom = new Set(['apply_patch'])
+
+t.test('completionToOutput: table', async (t) => {
+  const cases: Array<[string, Record<string, unknown>, unknown[], string | null]> = [
+    [
+      'text',
+      completion({ content: 'Hello' }),
+      [{ id: 'msg_1', type: 'message', status: 'completed', content: [{ type: 'output_text', annotations: [], logprobs: [], text: 'Hello' }], role: 'assistant' }],
+      'stop',
+    ],
+    [
+      'no content at all: one empty message',
+      completion({ content: null }),
+      [{ id: 'msg_1', type: 'message', status: 'completed', content: [{ type: 'output_text', annotations: [], logprobs: [], text: '' }], role: 'assistant' }],
+      'stop',
+    ],
+    [
+      'tool calls only: no empty message; ids minted, call ids kept',
+      completion(
+        {
+          content: '',
+          tool_calls: [
+            { id: 'call_a', type: 'function', function: { name: 'weather', arguments: '{"city":"Oslo"}' } },
+            { type: 'function', function: { name: 'time', arguments: '{}' } },
+          ],
+        },
+        'tool_calls',
+      ),
+      [
+        { id: 'fc_1', type: 'function_call', status: 'completed', arguments: '{"city":"Oslo"}', call_id: 'call_a', name: 'weather' },
+        { id: 'fc_3', type: 'function_call', status: 'completed', arguments: '{}', call_id: 'call_2', name: 'time' },
+      ],
+      'tool_calls',
+    ],
+    [
+      'text then custom tool calls (raw text instead of the {"input"} wrapper is the input)',
+      completion(
+        {
+          content: 'Patching.',
+          tool_calls: [
+            { id: 'call_p', type: 'function', function: { name: 'apply_patch', arguments: '{"input":"*** Begin Patch"}' } },
+            { id: 'call_q', type: 'function', function: { name: 'apply_patch', arguments: 'raw' } },
+            { id: 'call_r', type: 'custom', custom: { name: 'apply_patch', input: 'patch 2' } },
+          ],
+        },
+        'tool_calls',
+      ),
+      [
+        { id: 'msg_1', type: 'message', status: 'completed', content: [{ type: 'output_text', annotations: [], logprobs: [], text: 'Patching.' }], role: 'assistant' },
+        { id: 'ctc_2', type: 'custom_tool_call', call_id: 'call_p', name: 'apply_patch', input: '*** Begin Patch' },
+        { id: 'ctc_3', type: 'custom_tool_call', call_id: 'call_q', name: 'apply_patch', input: 'raw' },
+        { id: 'ctc_4', type: 'custom_tool_call', call_id: 'call_r', name: 'apply_patch', input: 'patch 2' },
+      ],
+      'tool_calls',
+    ],
+    [
+      'refusal',
+      completion({ content: null, refusal: 'I cannot help with that.' }),
+      [{ id: 'msg_1', type: 'message', status: 'completed', content: [{ type: 'refusal', refusal: 'I cannot help with that.' }], role: 'assistant' }],
+      'stop',
+    ],
+    [
+      'OpenRouter citations are flattened; unknown annotation kinds dropped',
+      completion({
+        content: 'See [x].',
+        annotations: [
+          { type: 'url_citation', url_citation: { url: 'https://x.org', title: 'X', start_index: 4, end_index: 7, content: 'long' } },
+          { type: 'file', file: { hash: 'h' } },
+        ],
+      }),
+      [
+        {
+          id: 'msg_1',
+          type: 'message',
+          status: 'completed',
+          content: [{ type: 'output_text', annotations: [{ type: 'url_citation', start_index: 4, end_index: 7, url: 'https://x.org', title: 'X' }], logprobs: [], text: 'See [x].' }],
+          role: 'assistant',
+        },
+      ],
+      'stop',
+    ],
+    [
+      'reasoning comes first, as a summary',
+      completion({ content: '42', reasoning: 'Six times seven.' }),
+      [
+        { id: 'rs_1', type: 'reasoning', summary: [{ type: 'summary_text', text: 'Six times seven.' }] },
+        { id: 'msg_2', type: 'message', status: 'completed', content: [{ type: 'output_text', annotations: [], logprobs: [], text: '42' }], role: 'assistant' },
+      ],
+      'stop',
+    ],
+    [
+      'cut by length: the message is incomplete',
+      completion({ content: 'Once upon a' }, 'length'),
+      [{ id: 'msg_1', type: 'message', status: 'incomplete', content: [{ type: 'output_text', annotations: [], logprobs: [], text: 'Once upon a' }], role: 'assistant' }],
+      'length',
+    ],
+    [
+      'cut by length during a call: the last call is incomplete',
+      completion({ content: 'x', tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{"a":' } }] }, 'length'),
+      [
+        { id: 'msg_1', type: 'message', status: 'completed', content: [{ type: 'output_text', annotations: [], logprobs: [], text: 'x' }], role: 'assistant' },
+        { id: 'fc_2', type: 'function_call', status: 'incomplete', arguments: '{"a":', call_id: 'c', name: 'f' },
+      ],
+      'length',
+    ],
+    [
+      'content as parts is joined',
+      completion({ content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] }, null),
+      [{ id: 'msg_1', type: 'message', status: 'completed', content: [{ type: 'output_text', annotations: [], logprobs: [], text: 'ab' }], role: 'assistant' }],
+      null,
+    ],
+    [
+      'no choices: one empty message',
+      { choices: [] },
+      [{ id: 'msg_1', type: 'message', status: 'completed', content: [{ type: 'output_text', annotations: [], logprobs: [], text: '' }], role: 'assistant' }],
+      null,
+    ],
+  ]
+  for (const [name, c, output, finish] of cases) {
+    t.strictSame(completionToOutput(c, { newId: counter(), customTools: custom }), { output, finishReason: finish }, name)
+  }
+})
+
+t.test('statusFromFinish', async (t) => {
+  t.strictSame(statusFromFinish('stop'), { status: 'completed', incompleteDetails: null })
+  t.strictSame(statusFromFinish('tool_calls'), { status: 'completed', incompleteDetails: null })
+  t.strictSame(statusFromFinish(null), { status: 'completed', incompleteDetails: null })
+  t.strictSame(statusFromFinish(undefined), { status: 'completed', incompleteDetails: null })
+  t.strictSame(statusFromFinish('length'), { status: 'incomplete', incompleteDetails: { reason: 'max_output_tokens' } })
+  t.strictSame(statusFromFinish('content_filter'), { status: 'incomplete', incompleteDetails: { reason: 'content_filter' } })
+  t.strictSame(statusFromFinish('error'), { status: 'failed', incompleteDetails: null })
+})
+
+t.test('mapUsage', async (t) => {
+  t.strictSame(mapUsage(undefined), {
+    input_tokens: 0,
+    input_tokens_details: { cached_tokens: 0 },
+    output_tokens: 0,
+    output_tokens_details: { reasoning_tokens: 0 },
+    total_tokens: 0,
+  })
+  t.strictSame(
+    mapUsage({
+      prompt_tokens: 100,
+      completion_tokens: 20,
+      total_tokens: 120,
+      cost: 0.001,
+      prompt_tokens_details: { cached_tokens: 64, cache_write_tokens: 8 },
+      completion_tokens_details: { reasoning_tokens: 12 },
+    }),
+    {
+      input_tokens: 100,
+      input_tokens_details: { cached_tokens: 64, cache_write_tokens: 8 },
+      output_tokens: 20,
+      output_tokens_details: { reasoning_tokens: 12 },
+      total_tokens: 120,
+    },
+  )
+  t.equal(mapUsage({ prompt_tokens: 3, completion_tokens: 4 }).total_tokens, 7, 'total derived when missing')
+  t.equal(mapUsage({ prompt_tokens: -1, completion_tokens: 'x' }).input_tokens, 0, 'nonsense is zero')
+})
+
+t.test('responseObject: the recorded shape, with the echo of a parsed request', async (t) => {
+  const req = parseResponsesRequest({ model: 'openai/gpt-4o', input: 'hi', max_output_tokens: 2048, metadata: { a: 'b' } }, { maxInputItems: 10 }, { newId: counter() })
+  const body = responseObject({
+    id: 'resp_1',
+    createdAt: 1749761604,
+    model: 'openai/gpt-4o',
+    status: 'completed',
+    output: [{ id: 'msg_1', type: 'message', status: 'completed', content: [{ type: 'output_text', annotations: [], logprobs: [], text: 'Hi!' }], role: 'assistant' }],
+    usage: mapUsage({ prompt_tokens: 10, completion_tokens: 16, total_tokens: 26 }),
+    error: null,
+    incompleteDetails: null,
+    echo: req.echo,
+    previousResponseId: null,
+    conversationId: 'conv_9',
+    completedAt: 1749761605,
+  })
+  t.strictSame(body, {
+    id: 'resp_1',
+    object: 'response',
+    created_at: 1749761604,
+    status: 'completed',
+    background: false,
+    error: null,
+    incomplete_details: null,
+    instructions: null,
+    max_output_tokens: 2048,
+    max_tool_calls: null,
+    model: 'openai/gpt-4o',
+    output: [{ id: 'msg_1', type: 'message', status: 'completed', content: [{ type: 'output_text', annotations: [], logprobs: [], text: 'Hi!' }], role: 'assistant' }],
+    parallel_tool_calls: true,
+    previous_response_id: null,
+    prompt_cache_key: null,
+    reasoning: { effort: null, summary: null },
+    safety_identifier: null,
+    service_tier: 'default',
+    store: true,
+    temperature: 1,
+    text: { format: { type: 'text' } },
+    tool_choice: 'auto',
+    tools: [],
+    top_logprobs: 0,
+    top_p: 1,
+    truncation: 'disabled',
+    usage: { input_tokens: 10, input_tokens_details: { cached_tokens: 0 }, output_tokens: 16, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 26 },
+    user: null,
+    metadata: { a: 'b' },
+    conversation: { id: 'conv_9' },
+    completed_at: 1749761605,
+  })
+  const failed = responseObject({
+    id: 'resp_2',
+    createdAt: 1,
+    model: 'm',
+    status: 'failed',
+    output: [],
+    usage: null,
+    error: { code: 'server_error', message: 'boom' },
+    incompleteDetails: null,
+    echo: {},
+    previousResponseId: 'resp_1',
+    conversationId: null,
+  })
+  t.match(failed, { status: 'failed', error: { code: 'server_error', message: 'boom' }, previous_response_id: 'resp_1', conversation: null, completed_at: null, tool_choice: 'auto', metadata: {} }, 'an empty echo takes the defaults')
+})

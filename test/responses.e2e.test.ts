@@ -1,0 +1,307 @@
+/**
+ * The Responses API end to end, through the official `openai` SDK against a real gateway and the mock OpenRouter:
+ * create (JSON), state kept here (`store`, `previous_response_id` chains and forks, retrieve, delete, input items),
+ * function-call round trips across a chain, tenants, and the errors OpenAI gives.
+ */
+import t from 'tap'
+import OpenAI from 'openai'
+import { KEY_A, KEY_B, startHarness, type Harness } from './helpers/harness.js'
+import { checkResponseStream } from './helpers/responses-stream-checker.js'
+
+type Sent = Array<{ role: string; content?: unknown; tool_calls?: Array<{ id: string; function: { name: string } }>; tool_call_id?: string }>
+const sentMessages = (h: Harness): Sent => (h.mock.lastChatBody()?.messages ?? []) as Sent
+const texts = (sent: Sent): string[] => sent.map((m) => `${m.role}:${typeof m.content === 'string' ? m.content : JSON.stringify(m.content ?? null)}`)
+
+const MODEL = 'openai/gpt-4o'
+
+t.test('responses.create with a string: the Response object as the SDK parses it, stored and retrievable', async (t) => {
+  const h = await startHarness(t, { mock: { behaviour: { reply: 'Hello from the model.' } } })
+  const client = h.client()
+  const r = await client.responses.create({ model: MODEL, input: 'Say hello', useRAG: false } as OpenAI.Responses.ResponseCreateParamsNonStreaming)
+  t.equal(r.object, 'response')
+  t.match(r.id, /^resp_/)
+  t.equal(r.status, 'completed')
+  t.equal(r.output_text, 'Hello from the model.', 'the SDK derives output_text from the output items')
+  t.match(r.output[0], { type: 'message', role: 'assistant', status: 'completed', id: /^msg_/ })
+  t.ok(r.usage && r.usage.input_tokens > 0 && r.usage.output_tokens > 0, 'usage mapped from the upstream')
+  t.same(r.usage?.input_tokens_details, { cached_tokens: 0 })
+  t.same(r.usage?.output_tokens_details, { reasoning_tokens: 0 })
+  t.equal((r as unknown as { store: boolean }).store, true)
+  t.type((r as unknown as { _metadata: unknown })._metadata, 'object', '_metadata rides on the response')
+  t.same(texts(sentMessages(h)), ['user:Say hello'], 'one user message went upstream')
+
+  const again = await client.responses.retrieve(r.id)
+  t.equal(again.id, r.id)
+  t.equal(again.output_text, 'Hello from the model.')
+  const items = await client.responses.inputItems.list(r.id)
+  t.equal(items.data.length, 1)
+  t.match(items.data[0], { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Say hello' }] })
+})
+
+t.test('previous_response_id: the second turn carries the first; instructions are not inherited', async (t) => {
+  const h = await startHarness(t)
+  const client = h.client()
+  const r1 = await client.responses.create({ model: MODEL, instructions: 'Be terse.', input: 'My name is Ada.' })
+  t.same(texts(sentMessages(h)), ['system:Be terse.', 'user:My name is Ada.'])
+  const r2 = await client.responses.create({ model: MODEL, input: 'What is my name?', previous_response_id: r1.id })
+  t.same(
+    texts(sentMessages(h)),
+    ['user:My name is Ada.', `assistant:${r1.output_text}`, 'user:What is my name?'],
+    "the chain's turns come first, and the first turn's instructions do not",
+  )
+  t.equal(r2.previous_response_id, r1.id)
+  t.equal(r2.instructions, null)
+  t.ok(r2.usage && r1.usage && r2.usage.input_tokens > r1.usage.input_tokens, 'the whole context is billed again')
+})
+
+t.test('forks: two responses off one parent each see only their own branch', async (t) => {
+  const h = await startHarness(t)
+  const client = h.client()
+  const root = await client.responses.create({ model: MODEL, input: 'root question' })
+  const a = await client.responses.create({ model: MODEL, input: 'branch A', previous_response_id: root.id })
+  const b = await client.responses.create({ model: MODEL, input: 'branch B', previous_response_id: root.id })
+  t.same(texts(sentMessages(h)).filter((s) => s.startsWith('user:')), ['user:root question', 'user:branch B'])
+  await client.responses.create({ model: MODEL, input: 'after A', previous_response_id: a.id })
+  t.same(texts(sentMessages(h)).filter((s) => s.startsWith('user:')), ['user:root question', 'user:branch A', 'user:after A'])
+  t.not(a.id, b.id)
+})
+
+t.test('previous_response_not_found for unknown, deleted, unstored and other tenants\' ids', async (t) => {
+  const h = await startHarness(t)
+  const client = h.client()
+  const kept = await client.responses.create({ model: MODEL, input: 'kept' })
+  const unstored = await client.responses.create({ model: MODEL, input: 'not kept', store: false })
+  const gone = await client.responses.create({ model: MODEL, input: 'deleted' })
+  await client.responses.delete(gone.id)
+  const before = h.mock.requests.length
+  for (const [why, id, key] of [
+    ['unknown', 'resp_doesnotexist', KEY_A],
+    ['store: false', unstored.id, KEY_A],
+    ['deleted', gone.id, KEY_A],
+    ["another tenant's", kept.id, KEY_B],
+  ] as const) {
+    const err = await h
+      .client(key)
+      .responses.create({ model: MODEL, input: 'hi', previous_response_id: id })
+      .then(() => undefined, (e: unknown) => e)
+    t.ok(err instanceof OpenAI.BadRequestError, `${why}: 400`)
+    t.match((err as InstanceType<typeof OpenAI.BadRequestError>).error, {
+      code: 'previous_response_not_found',
+      param: 'previous_response_id',
+      message: `Previous response with id '${id}' not found.`,
+    })
+  }
+  t.equal(h.mock.requests.length, before, 'the upstream was never called')
+  const notFound = await client.responses.retrieve(unstored.id).then(() => undefined, (e: unknown) => e)
+  t.ok(notFound instanceof OpenAI.NotFoundError, 'store: false leaves nothing to retrieve')
+  const other = await h.client(KEY_B).responses.retrieve(kept.id).then(() => undefined, (e: unknown) => e)
+  t.ok(other instanceof OpenAI.NotFoundError, "another tenant's response is not found")
+})
+
+t.test('a function-call round trip where the second request carries only the function_call_output', async (t) => {
+  const h = await startHarness(t, { mock: { behaviour: { toolCalls: [{ name: 'get_weather', arguments: '{"city":"Paris"}' }] } } })
+  const client = h.client()
+  const tools: OpenAI.Responses.Tool[] = [
+    { type: 'function', name: 'get_weather', description: 'Weather for a city', parameters: { type: 'object', properties: { city: { type: 'string' } } }, strict: null },
+  ]
+  const r1 = await client.responses.create({ model: MODEL, input: 'Weather in Paris?', tools })
+  const call = r1.output.find((i) => i.type === 'function_call')
+  t.match(call, { type: 'function_call', name: 'get_weather', arguments: '{"city":"Paris"}', status: 'completed', id: /^fc_/ })
+  const upstreamTools = h.mock.lastChatBody()?.tools
+  t.match(upstreamTools, [{ type: 'function', function: { name: 'get_weather', description: 'Weather for a city' } }], 'flat tools became Chat tools')
+
+  h.mock.setDefault({ reply: 'It is sunny in Paris.' })
+  const callId = (call as OpenAI.Responses.ResponseFunctionToolCall).call_id
+  const r2 = await client.responses.create({
+    model: MODEL,
+    previous_response_id: r1.id,
+    input: [{ type: 'function_call_output', call_id: callId, output: '{"sky":"clear"}' }],
+    tools,
+  })
+  t.equal(r2.output_text, 'It is sunny in Paris.')
+  const sent = sentMessages(h)
+  t.same(
+    sent.map((m) => m.role),
+    ['user', 'assistant', 'tool'],
+    'the stored call and its result went upstream as one unit',
+  )
+  t.equal(sent[1]?.tool_calls?.[0]?.id, callId)
+  t.equal(sent[2]?.tool_call_id, callId)
+
+  const missing = await client.responses
+    .create({ model: MODEL, previous_response_id: r1.id, input: 'never mind', tools })
+    .then(() => undefined, (e: unknown) => e)
+  t.ok(missing instanceof OpenAI.BadRequestError, 'a chain whose calls are unanswered is a 400, as OpenAI checks it')
+})
+
+t.test('conversations are sessions: items, the sessions API and a second turn that sees the first', async (t) => {
+  const h = await startHarness(t)
+  const client = h.client()
+  const conv = await client.conversations.create({ metadata: { topic: 'names' } })
+  t.match(conv, { object: 'conversation', metadata: { topic: 'names' } })
+  const r1 = await client.responses.create({ model: MODEL, input: 'My name is Ada.', conversation: conv.id })
+  t.same(r1.conversation, { id: conv.id })
+  await client.responses.create({ model: MODEL, input: 'What is my name?', conversation: conv.id })
+  t.same(
+    texts(sentMessages(h)),
+    ['user:My name is Ada.', `assistant:${r1.output_text}`, 'user:What is my name?'],
+    "the conversation's items come before the input",
+  )
+  const items = await client.conversations.items.list(conv.id, { order: 'asc' })
+  t.same(
+    items.data.map((i) => (i.type === 'message' ? `${i.role}` : i.type)),
+    ['user', 'assistant', 'user', 'assistant'],
+  )
+  const viaSessions = await h.fetch(`/api/v1/sessions/${encodeURIComponent(conv.id)}`)
+  t.equal(((await viaSessions.json()) as { messages: unknown[] }).messages.length, 4, 'the same thread through /sessions')
+
+  const first = items.data[0]
+  t.ok(first?.id)
+  const one = await client.conversations.items.retrieve(first?.id ?? '', { conversation_id: conv.id })
+  t.equal(one.id, first?.id)
+  await client.conversations.items.delete(first?.id ?? '', { conversation_id: conv.id })
+  const after = await client.conversations.items.list(conv.id, { order: 'asc' })
+  t.equal(after.data.length, 3, 'an item deleted')
+  const added = await client.conversations.items.create(conv.id, { items: [{ type: 'message', role: 'user', content: 'one more' }] })
+  t.equal(added.data.length, 1)
+
+  const updated = await client.conversations.update(conv.id, { metadata: { topic: 'renamed' } })
+  t.same(updated.metadata, { topic: 'renamed' })
+  const deleted = await client.conversations.delete(conv.id)
+  t.match(deleted, { id: conv.id, deleted: true })
+  const gone = await client.conversations.retrieve(conv.id).then(() => undefined, (e: unknown) => e)
+  t.ok(gone instanceof OpenAI.NotFoundError)
+  const unknown = await client.responses.create({ model: MODEL, input: 'x', conversation: 'conv_nope' }).then(() => undefined, (e: unknown) => e)
+  t.ok(unknown instanceof OpenAI.NotFoundError, 'a response in an unknown conversation is a 404')
+})
+
+t.test('stateless clients (full history every turn, store: false) leave nothing and double nothing', async (t) => {
+  const h = await startHarness(t)
+  const client = h.client()
+  const history: OpenAI.Responses.ResponseInputItem[] = [{ role: 'user', content: 'first' }]
+  const r1 = await client.responses.create({ model: MODEL, input: history, store: false })
+  history.push({ role: 'assistant', content: r1.output_text }, { role: 'user', content: 'second' })
+  await client.responses.create({ model: MODEL, input: history, store: false })
+  t.same(texts(sentMessages(h)), ['user:first', `assistant:${r1.output_text}`, 'user:second'], 'sent once, as given')
+  const sessions = await h.fetch('/api/v1/sessions')
+  t.same(((await sessions.json()) as { data: unknown[] }).data, [], 'no session was made')
+})
+
+t.test('bad input gets OpenAI-shaped errors naming the field', async (t) => {
+  const h = await startHarness(t)
+  const cases: Array<[string, Record<string, unknown>, string]> = [
+    ['hosted tool', { model: MODEL, input: 'x', tools: [{ type: 'web_search' }] }, 'tools[0].type'],
+    ['no model', { input: 'x' }, 'model'],
+    ['both chain and conversation', { model: MODEL, input: 'x', previous_response_id: 'resp_1', conversation: 'conv_1' }, 'conversation'],
+    ['bad item', { model: MODEL, input: [{ type: 'function_call_output', output: 'x' }] }, 'input[0].call_id'],
+  ]
+  const before = h.mock.requests.length
+  for (const [why, body, param] of cases) {
+    const r = await h.fetch('/api/v1/responses', { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } })
+    t.equal(r.status, 400, why)
+    const e = ((await r.json()) as { error: { param: string; type: string } }).error
+    t.equal(e.param, param, `${why}: names ${param}`)
+    t.equal(e.type, 'invalid_request_error')
+  }
+  t.equal(h.mock.requests.length, before, 'nothing reached the upstream')
+  const cancel = await h.fetch('/api/v1/responses/resp_x/cancel', { method: 'POST' })
+  t.equal(cancel.status, 404)
+})
+
+async function streamEvents(client: OpenAI, body: Record<string, unknown>): Promise<Array<Record<string, unknown>>> {
+  const stream = await client.responses.create({ ...body, stream: true } as unknown as OpenAI.Responses.ResponseCreateParamsStreaming)
+  const events: Array<Record<string, unknown>> = []
+  for await (const e of stream) events.push(e as unknown as Record<string, unknown>)
+  return events
+}
+
+t.test('streaming: the event sequence passes the independent checker, and the response is stored before its last event', async (t) => {
+  const h = await startHarness(t, { mock: { behaviour: { reply: 'Streamed, in small pieces ✓.', chunkChars: 3, splitWrites: 'random', crlf: true } } })
+  const client = h.client()
+  const events = await streamEvents(client, { model: MODEL, input: 'stream please' })
+  t.same(checkResponseStream(events), [], 'no violations')
+  t.same(
+    [...new Set(events.map((e) => e.type))],
+    [
+      'response.created',
+      'response.in_progress',
+      'response.output_item.added',
+      'response.content_part.added',
+      'response.output_text.delta',
+      'response.output_text.done',
+      'response.content_part.done',
+      'response.output_item.done',
+      'response.completed',
+    ],
+  )
+  const done = events.at(-1)?.response as { id: string; output: Array<{ content: Array<{ text: string }> }>; usage: { input_tokens: number } }
+  t.equal(done.output[0]?.content[0]?.text, 'Streamed, in small pieces ✓.')
+  t.ok(done.usage.input_tokens > 0, 'usage in the terminal event')
+  // The very next request chains: the response was durable before response.completed left.
+  await client.responses.create({ model: MODEL, input: 'and then?', previous_response_id: done.id })
+  t.same(texts(sentMessages(h)), ['user:stream please', 'assistant:Streamed, in small pieces ✓.', 'user:and then?'])
+})
+
+t.test('streaming: the responses.stream() helper runs to its final response, tool calls included', async (t) => {
+  const h = await startHarness(t, { mock: { behaviour: { toolCalls: [{ name: 'lookup', arguments: '{"q":"a"}' }, { name: 'lookup', arguments: '{"q":"b"}' }] } } })
+  const client = h.client()
+  const tools: OpenAI.Responses.Tool[] = [{ type: 'function', name: 'lookup', parameters: { type: 'object', properties: { q: { type: 'string' } } }, strict: null }]
+  const final = await client.responses.stream({ model: MODEL, input: 'look both up', tools }).finalResponse()
+  const calls = final.output.filter((i) => i.type === 'function_call')
+  t.same(calls.map((c) => c.arguments), ['{"q":"a"}', '{"q":"b"}'])
+  h.mock.setDefault({ reply: 'Both found.' })
+  const next = await client.responses
+    .stream({
+      model: MODEL,
+      previous_response_id: final.id,
+      input: calls.map((c) => ({ type: 'function_call_output' as const, call_id: c.call_id, output: 'ok' })),
+      tools,
+    })
+    .finalResponse()
+  t.equal(next.output_text, 'Both found.')
+})
+
+t.test('streaming: an upstream failure midway ends with error and response.failed, and nothing is stored', async (t) => {
+  const h = await startHarness(t, { mock: { behaviour: { reply: 'This will break halfway through', chunkChars: 4, midStreamError: { afterChunks: 2 } } } })
+  const client = h.client()
+  const stream = await client.responses.create({ model: MODEL, input: 'x', stream: true })
+  const events: Array<Record<string, unknown>> = []
+  const err = await (async () => {
+    for await (const e of stream) events.push(e as unknown as Record<string, unknown>)
+  })().then(() => undefined, (e: unknown) => e)
+  t.ok(err instanceof OpenAI.APIError, 'the SDK raises the error event')
+  t.equal(events[0]?.type, 'response.created')
+  const created = events[0]?.response as { id: string }
+  const retrieved = await client.responses.retrieve(created.id).then(() => undefined, (e: unknown) => e)
+  t.ok(retrieved instanceof OpenAI.NotFoundError, 'a failed response is not stored')
+})
+
+t.test('file_search searches the caller\'s knowledge base and reports a file_search_call item (JSON and stream)', async (t) => {
+  const h = await startHarness(t)
+  const up = await h.fetch('/api/v1/files', {
+    method: 'POST',
+    provider: null,
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ filename: 'walrus.txt', content: 'The walrus colony at Cape Zorbelt numbers 4,217 animals.' }),
+  })
+  t.equal(up.status, 201)
+  const client = h.client()
+  const r = await client.responses.create({
+    model: MODEL,
+    input: 'How many animals are in the walrus colony at Cape Zorbelt?',
+    tools: [{ type: 'file_search', vector_store_ids: [] }],
+    include: ['file_search_call.results'],
+  })
+  const fs = r.output[0] as OpenAI.Responses.ResponseFileSearchToolCall
+  t.equal(fs.type, 'file_search_call')
+  t.same(fs.queries, ['How many animals are in the walrus colony at Cape Zorbelt?'])
+  t.match(fs.results?.[0], { filename: 'walrus.txt', text: /4,217/ })
+  t.ok(JSON.stringify(sentMessages(h)).includes('4,217'), 'the excerpt went upstream')
+  t.equal(r.output[1]?.type, 'message', 'the reply after the search')
+
+  const events = await streamEvents(client, { model: MODEL, input: 'animals in the walrus colony at Cape Zorbelt', tools: [{ type: 'file_search', vector_store_ids: [] }] })
+  t.same(checkResponseStream(events), [], 'no violations with the search item first')
+  const final = events.at(-1)?.response as { output: Array<{ type: string; results: unknown }> }
+  t.same(final.output.map((i) => i.type), ['file_search_call', 'message'])
+  t.equal(final.output[0]?.results, null, 'no results unless include asks for them')
+})
