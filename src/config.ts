@@ -91,6 +91,8 @@ export interface Config {
   recallTopK: number
   /** Sessions whose recall indexes stay loaded in memory (least recently used evicted). */
   recallLoadedSessions: number
+  /** Request traces kept per tenant (the console's requests view, /api/v1/requests); 0 records none. */
+  requestTraces: number
 
   embeddings: EmbeddingsMode
   embeddingsBaseUrl: string | undefined
@@ -159,6 +161,7 @@ export const DEFAULTS = {
   RECALL_MAX_TOKENS: '3000',
   RECALL_TOP_K: '100',
   RECALL_LOADED_SESSIONS: '64',
+  REQUEST_TRACES: '100',
   EMBEDDINGS: 'local',
   EMBEDDINGS_BASE_URL: '',
   EMBEDDINGS_MODEL: '',
@@ -313,6 +316,7 @@ export function loadConfig(env: Env): Config {
     recallMaxTokens: int('RECALL_MAX_TOKENS', 0),
     recallTopK: int('RECALL_TOP_K', 1, 1000),
     recallLoadedSessions: int('RECALL_LOADED_SESSIONS', 1),
+    requestTraces: int('REQUEST_TRACES', 0, 10_000),
     embeddings,
     embeddingsBaseUrl: embeddings === 'openai-compatible' ? url('EMBEDDINGS_BASE_URL') : undefined,
     embeddingsModel: optional('EMBEDDINGS_MODEL'),

@@ -30,6 +30,9 @@ import { responseRoutes } from './routes/responses.js'
 import { responsesHandler } from './responses/handler.js'
 import { ConversationRepo } from './storage/conversation-repo.js'
 import { ResponseRepo } from './storage/response-repo.js'
+import { TraceRepo } from './storage/trace-repo.js'
+import { TraceRecorder } from './traces/trace-recorder.js'
+import { requestRoutes } from './routes/requests.js'
 import { KeyRepo } from './storage/key-repo.js'
 import { SessionRepo } from './storage/session-repo.js'
 import { openRedis, type RedisStore } from './storage/redis.js'
@@ -189,12 +192,25 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
 
   const responses = new ResponseRepo(store)
   const conversations = new ConversationRepo(store)
-  const s = sessionRoutes(sessions, { maxSessionIdLength: config.maxSessionIdLength })
+  const traces = new TraceRepo(store)
+  const recorder = new TraceRecorder({
+    store: traces,
+    keep: config.requestTraces,
+    onError: (err) => logger.warn({ err }, 'could not write request traces'),
+  })
+  // A session's traces go with it (they hold its messages as they were sent).
+  const onSessionDeleted = async (tenant: string, sessionId: string): Promise<void> => {
+    await recorder.flush()
+    await traces.deleteSession(tenant, sessionId)
+  }
+  const s = sessionRoutes(sessions, { maxSessionIdLength: config.maxSessionIdLength, onDeleted: onSessionDeleted })
+  const rq = requestRoutes(traces, recorder)
   const rs = responseRoutes(responses)
   const cv = conversationRoutes(sessions, conversations, {
     maxBodyBytes: config.maxBodyBytes,
     maxSessionIdLength: config.maxSessionIdLength,
     now,
+    onDeleted: onSessionDeleted,
   })
   const f = fileRoutes(knowledge, { maxFileBytes: config.maxFileBytes, maxBodyBytes: config.maxBodyBytes, ragTopK: config.ragTopK })
   const routes: RouteDef[] = [
@@ -254,6 +270,8 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     { method: 'POST', path: '/api/v1/conversations/:id/items', auth: true, handler: cv.addItems },
     { method: 'GET', path: '/api/v1/conversations/:id/items/:item', auth: true, handler: cv.getItem },
     { method: 'DELETE', path: '/api/v1/conversations/:id/items/:item', auth: true, handler: cv.deleteItem },
+    { method: 'GET', path: '/api/v1/requests', auth: true, handler: rq.list },
+    { method: 'GET', path: '/api/v1/requests/:id', auth: true, handler: rq.get },
     { method: 'GET', path: '/api/v1/models', auth: true, handler: modelsHandler(catalog) },
     { method: 'GET', path: '/api/v1/sessions', auth: true, handler: s.list },
     { method: 'GET', path: '/api/v1/sessions/:id', auth: true, handler: s.get },
@@ -316,6 +334,22 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
         ...(r.error?.param ? { errorParam: r.error.param } : {}),
         ...(r.error && !r.error.fromUpstream ? { errorMessage: r.error.message } : {}),
       })
+      if (r.trace !== undefined && r.tenant !== undefined && recorder.enabled) {
+        recorder.record(r.tenant.id, {
+          ...r.trace,
+          id: r.requestId,
+          createdAt: now(),
+          route: r.route,
+          model: typeof a.model === 'string' ? a.model : '',
+          stream: a.stream === true,
+          status: r.status,
+          durationMs: r.durationMs,
+          promptTokens: num(a.promptTokens) ?? null,
+          completionTokens: num(a.completionTokens) ?? null,
+          cachedTokens: num(a.cachedTokens) ?? null,
+          error: r.error ? { code: r.error.code, message: r.error.fromUpstream ? 'the upstream reported an error' : r.error.message } : null,
+        })
+      }
       if (r.error && r.error.status >= 500) logger.error({ reqId: r.requestId, err: r.error.cause ?? r.error }, 'request failed')
     },
   })
@@ -340,6 +374,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
       // Whatever is still running after the grace period is cut off.
       http.server.closeAllConnections()
       await closed
+      await recorder.flush()
       await knowledge.close()
       await warming
       await recall?.close()

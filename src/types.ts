@@ -72,3 +72,31 @@ export interface StoredMessage {
   /** Epoch ms. */
   readonly createdAt: number
 }
+
+/**
+ * How one request's prompt was put together, as the planner packed it (the request traces behind `/api/v1/requests`
+ * and the console). Built from references the packer already holds: what it costs a request is a few fields.
+ */
+export interface PromptTrace {
+  /** The messages exactly as sent upstream, in order. */
+  readonly messages: readonly ChatMessage[]
+  /** Each message's tokens, aligned with `messages`. */
+  readonly messageTokens: readonly Tokens[]
+  /** How many of `messages`, in order, are each part: system, kept history, the recall block, the excerpts block; the rest is the request. */
+  readonly parts: { readonly system: number; readonly history: number; readonly recall: number; readonly excerpts: number }
+  /** The excerpts' files and scores, best first. */
+  readonly sources: readonly { readonly file_id: string; readonly filename: string; readonly chunk_index: number; readonly score: number }[]
+  /** Older messages carried in the recall block. */
+  readonly recalledMessages: number
+  readonly leftOut: {
+    /** Stored history messages not sent (older than what fit the window, or beyond MAX_HISTORY_MESSAGES). */
+    readonly historyMessages: number
+    /** Chunks the search found that did not go in. */
+    readonly chunks: number
+    /** Why no chunk went in, when none did (`_metadata.rag.reason`). */
+    readonly retrievalReason: string | null
+  }
+  readonly totalTokens: Tokens
+  readonly window: Tokens
+  readonly sessionId: string | null
+}

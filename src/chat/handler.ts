@@ -9,7 +9,7 @@ import { sendJsonText } from '../http/respond.js'
 import { gatewayError } from '../errors.js'
 import type { UpstreamClient } from '../upstream/client.js'
 import { callUpstream, readCompletion } from './upstream-call.js'
-import type { Bytes, ChatMessage, Clock, Tenant, Tokens } from '../types.js'
+import type { Bytes, ChatMessage, Clock, PromptTrace, Tenant, Tokens } from '../types.js'
 import type { Metadata } from './metadata.js'
 import { relayStream, spliceMetadata, SSE_HEADERS, type Usage } from './relay-stream.js'
 import { upstreamBodyJson } from './upstream-body.js'
@@ -25,6 +25,8 @@ export interface PreparedChat {
   saving?: unknown
   /** The retrieved excerpts that went into the prompt, with their text (the Responses API's `file_search_call`). */
   excerpts?: readonly { file_id: string; filename: string; metadata: Record<string, unknown> | null; score: number; text: string }[]
+  /** How the prompt was packed, for the request's trace. */
+  trace?: PromptTrace
 }
 
 /** The memory/retrieval/packing side of a chat, behind one seam so the relay knows nothing of storage. */
@@ -68,6 +70,7 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
         return ctx.signal
       },
     })
+    ctx.trace = prepared.trace
     const shouldSave = req.sessionId !== undefined && req.saveToMemory
 
     let fields = req.passthrough

@@ -3,7 +3,7 @@
  * packed into the model's window with exact token counts, plus `_metadata`. Also saves completed exchanges.
  * Each step is a small function of its inputs; this module only wires them.
  */
-import type { ChatMessage, Tenant, Tokens } from '../types.js'
+import type { ChatMessage, PromptTrace, Tenant, Tokens } from '../types.js'
 import { invalidParam } from '../errors.js'
 import { checkPairing, hasToolCalls } from '../messages/pairing.js'
 import { userText } from '../messages/text.js'
@@ -246,7 +246,28 @@ export class Planner implements ChatPlanner {
     if (o.promptCache !== 'off' && needsBreakpoints(model) && !clientMarksCache(req.passthrough, req.messages))
       messages = withBreakpoints(messages, system.length, result.stableMessages)
     const saving: Saving = { fresh, replaceFrom: aligned.replaceFrom }
-    return { messages, metadata, countedTokens: result.totalTokens, saving, excerpts: usedHits }
+    // References to what is already built: the trace costs a request a few fields (it is serialised after the response).
+    const trace: PromptTrace = {
+      messages,
+      messageTokens: result.messageTokens,
+      parts: {
+        system: system.length,
+        history: result.includedHistory,
+        recall: result.recalledMessages > 0 ? 1 : 0,
+        excerpts: result.includedChunks > 0 ? 1 : 0,
+      },
+      sources: metadata.rag.sources,
+      recalledMessages: result.recalledMessages,
+      leftOut: {
+        historyMessages: Math.max(0, history.length + older - result.includedHistory - result.recalledMessages),
+        chunks: Math.max(0, found - usedHits.length),
+        retrievalReason: metadata.rag.reason,
+      },
+      totalTokens: result.totalTokens,
+      window: usable,
+      sessionId: req.sessionId ?? null,
+    }
+    return { messages, metadata, countedTokens: result.totalTokens, saving, excerpts: usedHits, trace }
   }
 
   async save(tenant: Tenant, req: ChatRequest, prepared: PreparedChat, reply: ChatMessage): Promise<void> {

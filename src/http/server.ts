@@ -9,7 +9,7 @@ import type { Duplex } from 'node:stream'
 import type { Authenticator } from '../auth/authenticator.js'
 import { enforceDecision, type Limiter } from '../auth/rate-limiter.js'
 import { asGatewayError, gatewayError, toWire, type GatewayError } from '../errors.js'
-import type { Clock, Ms, Tenant } from '../types.js'
+import type { Clock, Ms, PromptTrace, Tenant } from '../types.js'
 import { ClientGone } from './client-gone.js'
 import { sendError } from './respond.js'
 import { Router } from './router.js'
@@ -29,6 +29,8 @@ export interface RequestContext {
   clientGone: ClientGone
   /** Facts a handler wants in the request log line (model, stream, upstream timings, tokens). */
   annotations: Record<string, string | number | boolean | undefined>
+  /** How the request's prompt was packed (chat and responses): read by the request-trace recorder. */
+  trace: PromptTrace | undefined
 }
 
 /**
@@ -39,6 +41,7 @@ class Context implements RequestContext {
   params: Record<string, string> = {}
   tenant: Tenant | undefined = undefined
   annotations: RequestContext['annotations'] = {}
+  trace: PromptTrace | undefined = undefined
   #query: URLSearchParams | undefined
   readonly #search: string
 
@@ -81,6 +84,7 @@ export interface RequestRecord {
   durationMs: Ms
   error: GatewayError | undefined
   annotations: RequestContext['annotations']
+  trace: PromptTrace | undefined
 }
 
 export interface HttpServerOptions {
@@ -173,6 +177,7 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
       durationMs: 0,
       error: failure,
       annotations: {},
+      trace: undefined,
     })
   })
 
@@ -262,6 +267,7 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
           durationMs: opts.clock() - started,
           error: failure,
           annotations: ctx.annotations,
+          trace: ctx.trace,
         })
       if (res.writableFinished || res.destroyed) done()
       else res.once('close', done)

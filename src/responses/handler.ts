@@ -86,6 +86,7 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
         return ctx.signal
       },
     })
+    ctx.trace = prepared.trace
     const id = newId('resp')
     const createdAt = o.now()
     const fields: Record<string, unknown> = { model: r.model, ...r.chatFields, stream: r.stream }

@@ -27,6 +27,8 @@ export interface ConversationRoutesOptions {
   maxBodyBytes: number
   maxSessionIdLength: number
   now: () => number
+  /** The session (its thread) was deleted: what belongs to it goes too (request traces). */
+  onDeleted?: (tenant: string, sessionId: string) => Promise<void>
 }
 
 export function conversationRoutes(sessions: SessionStore, conversations: ConversationStore, o: ConversationRoutesOptions) {
@@ -79,6 +81,7 @@ export function conversationRoutes(sessions: SessionStore, conversations: Conver
     const hadSession = await sessions.delete(tenant.id, id)
     const hadRecord = await conversations.delete(tenant.id, id)
     if (!hadSession && !hadRecord) throw gatewayError('not_found', { message: `Conversation with id '${id}' not found.` })
+    await o.onDeleted?.(tenant.id, id)
     sendJson(ctx.res, 200, { id, object: 'conversation.deleted', deleted: true })
   }
 

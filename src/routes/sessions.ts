@@ -20,7 +20,10 @@ function sessionId(ctx: RequestContext, maxLength: number): string {
   return id
 }
 
-export function sessionRoutes(sessions: SessionStore, opts: { maxSessionIdLength: number }) {
+export function sessionRoutes(
+  sessions: SessionStore,
+  opts: { maxSessionIdLength: number; onDeleted?: (tenant: string, sessionId: string) => Promise<void> },
+) {
   const list: Handler = async (ctx) => {
     const tenant = tenantOf(ctx)
     const rawLimit = ctx.query.get('limit')
@@ -73,6 +76,7 @@ export function sessionRoutes(sessions: SessionStore, opts: { maxSessionIdLength
     const id = sessionId(ctx, opts.maxSessionIdLength)
     const existed = await sessions.delete(tenant.id, id)
     if (!existed) throw gatewayError('not_found', { message: `No session with id ${JSON.stringify(id)}`, param: 'id' })
+    await opts.onDeleted?.(tenant.id, id)
     sendJson(ctx.res, 200, { id, object: 'session', deleted: true })
   }
 

@@ -11,7 +11,7 @@
  * The record shapes the repositories hand out live here too, so that modules that only read records (the packer,
  * the chat planner, the Responses bridge) import a contract, not an engine.
  */
-import type { ChatMessage, Plan, StoredMessage, Tenant, Tokens } from '../types.js'
+import type { ChatMessage, Plan, PromptTrace, StoredMessage, Tenant, Tokens } from '../types.js'
 
 export type Awaitable<T> = T | Promise<T>
 
@@ -119,4 +119,32 @@ export interface ConversationStore {
   get(tenant: string, id: string): Awaitable<ConversationRecord | undefined>
   update(tenant: string, id: string, metadata: Readonly<Record<string, string>>): Promise<ConversationRecord | undefined>
   delete(tenant: string, id: string): Promise<boolean>
+}
+
+/** One request's trace: what it was, what it cost, and how its prompt was packed (never the provider key). */
+export interface RequestTrace extends PromptTrace {
+  /** The request's `x-request-id`. */
+  readonly id: string
+  /** Epoch ms. */
+  readonly createdAt: number
+  readonly route: string
+  readonly model: string
+  readonly stream: boolean
+  readonly status: number
+  readonly durationMs: number
+  readonly promptTokens: number | null
+  readonly completionTokens: number | null
+  readonly cachedTokens: number | null
+  readonly error: { readonly code: string; readonly message: string } | null
+}
+
+/** A tenant's most recent request traces, bounded per tenant; deleted with the session they belong to. */
+export interface TraceStore {
+  /** Adds traces (any tenants) and keeps each tenant's newest `keep`. Not durable: traces are diagnostics. */
+  append(traces: readonly { tenant: string; trace: RequestTrace }[], keep: number): Promise<void>
+  /** Newest first. */
+  list(tenant: string, limit: number): Awaitable<RequestTrace[]>
+  get(tenant: string, id: string): Awaitable<RequestTrace | undefined>
+  /** Removes the traces of one session; how many went. */
+  deleteSession(tenant: string, sessionId: string): Promise<number>
 }

@@ -36,6 +36,8 @@ export interface Store {
   readonly items: Database<unknown, Key>
   /** [tenant, conversationId] → ConversationRecord (its items are the session with the same id). */
   readonly conversations: Database<unknown, Key>
+  /** [tenant, createdAt, requestId] → RequestTrace (the newest REQUEST_TRACES per tenant). */
+  readonly traces: Database<unknown, Key>
   /** Run `fn` in one write transaction; resolves once it is committed (not yet necessarily flushed to disk). */
   transaction<T>(fn: () => T): Promise<T>
   /**
@@ -82,6 +84,7 @@ export function openStore(opts: StoreOptions): Store {
     responses: db('responses'),
     items: db('items'),
     conversations: db('conversations'),
+    traces: db('traces'),
     transaction: (fn) => root.transaction(fn),
     durable: async (fn) => {
       // performance.now() times a cost for metrics; no decision depends on it.

@@ -1,0 +1,62 @@
+/**
+ * Records request traces off the request path: `record` only queues (a push), and the queue is written in one
+ * transaction on the next turn of the event loop, after the response has gone. Traces are diagnostics: not durable,
+ * bounded per tenant by the store (`keep`) and in memory by `maxPending` (beyond it the oldest queued are dropped
+ * and counted, so a store that stalls cannot grow the process).
+ */
+import type { RequestTrace, TraceStore } from '../storage/interface.js'
+
+export interface TraceRecorderOptions {
+  store: TraceStore
+  /** Traces kept per tenant (REQUEST_TRACES); 0 records nothing. */
+  keep: number
+  /** Queued traces waiting for a write; default 1,000. */
+  maxPending?: number
+  /** A failed write (the traces in it are lost; requests are not affected). */
+  onError: (err: unknown) => void
+}
+
+export class TraceRecorder {
+  readonly #o: TraceRecorderOptions
+  #pending: { tenant: string; trace: RequestTrace }[] = []
+  #scheduled = false
+  #writing: Promise<void> = Promise.resolve()
+  dropped = 0
+
+  constructor(o: TraceRecorderOptions) {
+    this.#o = o
+  }
+
+  get enabled(): boolean {
+    return this.#o.keep > 0
+  }
+
+  record(tenant: string, trace: RequestTrace): void {
+    if (this.#o.keep <= 0) return
+    this.#pending.push({ tenant, trace })
+    if (this.#pending.length > (this.#o.maxPending ?? 1_000)) {
+      this.#pending.shift()
+      this.dropped++
+    }
+    if (!this.#scheduled) {
+      this.#scheduled = true
+      setImmediate(() => void this.flush())
+    }
+  }
+
+  /** Writes what is queued; resolves when everything recorded so far is in the store (readers call it first). */
+  flush(): Promise<void> {
+    this.#scheduled = false
+    const batch = this.#pending
+    if (batch.length > 0) {
+      this.#pending = []
+      this.#writing = this.#writing.then(() =>
+        this.#o.store.append(batch, this.#o.keep).catch((err: unknown) => {
+          // Diagnostics only: a lost batch is reported and the next one tries again.
+          this.#o.onError(err)
+        }),
+      )
+    }
+    return this.#writing
+  }
+}
