@@ -33,6 +33,7 @@ import { ResponseRepo } from './storage/response-repo.js'
 import { TraceRepo } from './storage/trace-repo.js'
 import { TraceRecorder } from './traces/trace-recorder.js'
 import { requestRoutes } from './routes/requests.js'
+import { consoleRoutes } from './routes/console.js'
 import { KeyRepo } from './storage/key-repo.js'
 import { SessionRepo } from './storage/session-repo.js'
 import { openRedis, type RedisStore } from './storage/redis.js'
@@ -205,6 +206,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   }
   const s = sessionRoutes(sessions, { maxSessionIdLength: config.maxSessionIdLength, onDeleted: onSessionDeleted })
   const rq = requestRoutes(traces, recorder)
+  const ui = consoleRoutes()
   const rs = responseRoutes(responses)
   const cv = conversationRoutes(sessions, conversations, {
     maxBodyBytes: config.maxBodyBytes,
@@ -217,6 +219,9 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     { method: 'GET', path: '/healthz', auth: false, handler: healthHandler() },
     { method: 'GET', path: '/readyz', auth: false, handler: readinessHandler(readiness, READINESS_TIMEOUT) },
     { method: 'GET', path: '/metrics', auth: false, handler: metricsHandler(metrics) },
+    { method: 'GET', path: '/console', auth: false, handler: ui.page },
+    { method: 'GET', path: '/console/app.js', auth: false, handler: ui.script },
+    { method: 'GET', path: '/console/app.css', auth: false, handler: ui.style },
     {
       method: 'POST',
       path: '/api/v1/chat/completions',
