@@ -111,6 +111,10 @@ export interface Config {
   rateLimitOnStoreError: 'allow' | 'deny'
   /** Processes `recallgate serve` runs on the one port (node:cluster). More than 1 needs REDIS_URL. */
   workers: number
+  /** The most the LMDB environment may hold; writes but deletes are refused (507) at it. */
+  lmdbMapSize: Bytes
+  /** Bytes kept free on DATA_DIR's disk: uploads that would go below are refused (507) before they start. 0: off. */
+  minFreeDisk: Bytes
 }
 
 /** Defaults in one object (pino style). */
@@ -170,6 +174,8 @@ export const DEFAULTS = {
   REDIS_KEY_PREFIX: 'recallgate:',
   RATE_LIMIT_ON_STORE_ERROR: 'allow',
   WORKERS: '1',
+  LMDB_MAP_SIZE: String(32 * 1024 ** 3),
+  MIN_FREE_DISK: String(256 * 1024 ** 2),
 } as const
 
 export type Variable = keyof typeof DEFAULTS
@@ -324,6 +330,8 @@ export function loadConfig(env: Env): Config {
     redisKeyPrefix: get('REDIS_KEY_PREFIX'),
     rateLimitOnStoreError: onStoreError,
     workers,
+    lmdbMapSize: int('LMDB_MAP_SIZE', 1024 * 1024),
+    minFreeDisk: int('MIN_FREE_DISK', 0),
   }
 }
 

@@ -105,6 +105,12 @@ export const ERROR_CODES = {
   },
   upstream_timeout: { status: 504, type: 'timeout_error', message: 'The upstream provider did not answer in time' },
   shutting_down: { status: 503, type: 'api_error', message: 'The gateway is shutting down' },
+  insufficient_storage: {
+    status: 507,
+    type: 'api_error',
+    message: "The gateway's storage is full: nothing was saved. Reads and chats without memory still work",
+  },
+  storage_unavailable: { status: 503, type: 'api_error', message: "The gateway's storage cannot write right now: nothing was saved" },
   rate_limit_unavailable: {
     status: 503,
     type: 'api_error',

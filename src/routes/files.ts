@@ -143,12 +143,22 @@ async function readJsonUpload(req: IncomingMessage, limit: Bytes, maxFileBytes: 
   return { filename, contentType: undefined, bytes, metadata: parseMetadata(body.metadata) }
 }
 
-export function fileRoutes(kb: KnowledgeBase, opts: { maxFileBytes: Bytes; maxBodyBytes: Bytes; ragTopK: number }) {
+export function fileRoutes(
+  kb: KnowledgeBase,
+  opts: {
+    maxFileBytes: Bytes
+    maxBodyBytes: Bytes
+    ragTopK: number
+    /** Throws when the store is below its free-disk floor or at its map size: uploads are refused before they start. */
+    checkRoom?: () => Promise<void>
+  },
+) {
   // Multipart framing adds a little on top of the file itself.
   const uploadLimit = opts.maxFileBytes + 64 * 1024
 
   const upload: Handler = async (ctx) => {
     const tenant = tenantOf(ctx)
+    await opts.checkRoom?.()
     const type = mediaType(ctx.req)
     let file: UploadedFile
     if (type === 'multipart/form-data') file = await readMultipart(ctx.req, opts.maxFileBytes, uploadLimit)

@@ -25,7 +25,7 @@ import { invalidParam } from '../errors.js'
 import type { TokenCounter } from '../context/tokenizer.js'
 import { messageText } from '../messages/text.js'
 import type { Bytes, ChatMessage, Clock, Role, Tokens } from '../types.js'
-import type { Store } from './store.js'
+import type { DurableOptions, Store } from './store.js'
 
 export interface StoredMessage {
   readonly seq: number
@@ -338,7 +338,7 @@ export class SessionRepo {
       for (let seq = rec.nextSeq - rec.count; seq < rec.nextSeq; seq++) db.remove([tenant, sessionId, seq])
       sessions.remove([tenant, sessionId])
       return true
-    })
+    }, { releasing: true })
     this.#cache?.delete(cacheKey(tenant, sessionId))
     for (const done of after) done()
     return existed
@@ -349,7 +349,7 @@ export class SessionRepo {
    * callback that throws midway leaves its earlier writes in the batch; a child transaction rolls them back.
    * Resolves once committed and flushed to disk.
    */
-  async #write<T>(fn: () => T): Promise<T> {
+  async #write<T>(fn: () => T, opts?: DurableOptions): Promise<T> {
     return this.#store.durable(() => {
       this.#inWrite = true
       try {
@@ -357,7 +357,7 @@ export class SessionRepo {
       } finally {
         this.#inWrite = false
       }
-    })
+    }, opts)
   }
 
   #record(tenant: string, sessionId: string): SessionRecord | undefined {
