@@ -91,6 +91,11 @@ export const ERROR_CODES = {
   method_not_allowed: { status: 405, type: 'invalid_request_error', message: 'Method not allowed' },
   request_timeout: { status: 408, type: 'invalid_request_error', message: 'The request was not received in time' },
   payload_too_large: { status: 413, type: 'invalid_request_error', message: 'Request body too large' },
+  extraction_limit_exceeded: {
+    status: 422,
+    type: 'invalid_request_error',
+    message: 'The file is over an extraction limit',
+  },
   unsupported_media_type: { status: 415, type: 'invalid_request_error', message: 'Unsupported content type' },
   rate_limit_exceeded: { status: 429, type: 'rate_limit_error', message: 'Rate limit exceeded' },
   headers_too_large: { status: 431, type: 'invalid_request_error', message: 'Request headers too large' },

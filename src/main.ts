@@ -151,6 +151,13 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     maxChunksPerFile: config.maxChunksPerFile,
     clock: now,
     checkRoom: (bytes) => capacity.check(bytes),
+    extract: {
+      concurrency: config.extract.concurrency,
+      timeoutMs: config.extract.timeout,
+      maxHeapMb: config.extract.workerMemoryMb,
+      maxDecodedBytes: config.extract.maxDecodedBytes,
+      maxTextChars: config.extract.maxTextChars,
+    },
     // Graph files are a cache of LMDB: a failed save is worth a warning (the next start rebuilds), not a failed request.
     onIndexSaveError: (err, file) => logger.warn({ err, file }, 'could not save an index file'),
   })

@@ -17,7 +17,8 @@ import { formatOfType, type Format } from '../ingest/extract.js'
 import { IndexClosedError, SearchIndex, type SearchMode } from '../retrieval/search-index.js'
 import type { HnswParams } from '../retrieval/vector-index.js'
 import { prepareFile, titleOf } from './prepare.js'
-import { PreparePool } from './prepare-pool.js'
+import { PreparePool, type PreparePoolOptions } from './prepare-pool.js'
+import type { ExtractLimits } from '../ingest/extract.js'
 
 export { renderContextMessage, selectContext } from './context-message.js'
 
@@ -75,6 +76,8 @@ export interface KnowledgeBaseOptions {
    * a file's stored size is known, before anything is written. None: no check (the commit's own failure still is).
    */
   checkRoom?: (bytes: number) => Promise<void>
+  /** Bounds on reading a file (defaults: the configuration's). */
+  extract?: ExtractLimits & Pick<PreparePoolOptions, 'concurrency' | 'timeoutMs' | 'maxHeapMb'>
 }
 
 const MAX_K = 100
@@ -89,7 +92,11 @@ export class KnowledgeBase {
 
   constructor(opts: KnowledgeBaseOptions) {
     this.#opts = opts
-    this.#pool = opts.prepareInWorker === false ? undefined : new PreparePool()
+    const e = opts.extract
+    this.#pool =
+      opts.prepareInWorker === false
+        ? undefined
+        : new PreparePool({ concurrency: e?.concurrency, timeoutMs: e?.timeoutMs, maxHeapMb: e?.maxHeapMb })
     this.#embedder = opts.embedder
     this.#repo = new FileRepo(opts.store)
     this.#maxChunksPerTenant = opts.maxChunksPerTenant ?? 1_000_000
@@ -158,6 +165,7 @@ export class KnowledgeBase {
       chunkOverlap: this.#opts.chunkOverlap,
       maxChunksPerFile: this.#opts.maxChunksPerFile,
       localDimension: local,
+      ...(this.#opts.extract ? { limits: { maxDecodedBytes: this.#opts.extract.maxDecodedBytes, maxTextChars: this.#opts.extract.maxTextChars } } : {}),
     }
     const input = { filename: file.filename, contentType: file.contentType, bytes: file.bytes }
     const prepared = this.#pool !== undefined ? await this.#pool.prepare(input, prepareOptions) : await prepareFile(input, prepareOptions)
