@@ -6,7 +6,8 @@
 import type { Handler } from '../http/server.js'
 import { readJsonObject } from '../http/body.js'
 import { sendJsonText } from '../http/respond.js'
-import { gatewayError } from '../errors.js'
+import { isUtf8 } from 'node:buffer'
+import { gatewayError, invalidParam } from '../errors.js'
 import { storeFailure } from '../http/store-failure.js'
 import { readUpstreamBody, type UpstreamClient } from '../upstream/client.js'
 import { upstreamHttpError } from '../upstream/errors.js'
@@ -53,7 +54,7 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
     if (tenant === undefined) throw gatewayError('missing_service_key')
     const body = await readJsonObject(ctx.req, o.limits.maxBodyBytes)
     const header = ctx.req.headers['x-session-id']
-    const req = validateChat(body, o.limits, { sessionId: typeof header === 'string' ? header : undefined })
+    const req = validateChat(body, o.limits, { sessionId: typeof header === 'string' ? utf8Header(header, 'x-session-id') : undefined })
     ctx.annotations.model = req.model
     ctx.annotations.stream = req.stream
 
@@ -143,6 +144,17 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
     // (profiler time) a request cost the gateway.
     sendJsonText(ctx.res, 200, spliceMetadata(text, JSON.stringify(prepared.metadata)))
   }
+}
+
+/**
+ * A header's value as UTF-8. node hands header values over as Latin-1 (one character per byte), so `café` sent as
+ * UTF-8 arrived as `cafÃ©`, another session than the same id in the body (issue 29). Bytes that are not UTF-8 are
+ * refused, never mapped to U+FFFD (two different byte strings would name one session).
+ */
+function utf8Header(value: string, name: string): string {
+  const bytes = Buffer.from(value, 'latin1')
+  if (!isUtf8(bytes)) throw invalidParam(name, `The ${name} header is not valid UTF-8`)
+  return bytes.toString('utf8')
 }
 
 /** Save the exchange; a store that cannot take it is the API's storage error (also as the stream's last event). */
