@@ -113,6 +113,22 @@ export interface Config {
   rateLimitOnStoreError: 'allow' | 'deny'
   /** Processes `recallgate serve` runs on the one port (node:cluster). More than 1 needs REDIS_URL. */
   workers: number
+  /** The most the LMDB environment may hold; writes but deletes are refused (507) at it. */
+  lmdbMapSize: Bytes
+  /** Bytes kept free on DATA_DIR's disk: uploads that would go below are refused (507) before they start. 0: off. */
+  minFreeDisk: Bytes
+  /** Bounds on reading one uploaded file (knowledge/prepare-pool.ts, ingest/pdf-streams.ts). */
+  extract: {
+    /** Extractions at once (worker threads). */
+    concurrency: number
+    timeout: Ms
+    /** Each extraction thread's V8 heap ceiling. */
+    workerMemoryMb: number
+    /** What a PDF's compressed streams may decode to, in all. */
+    maxDecodedBytes: Bytes
+    /** Characters of text one file may yield. */
+    maxTextChars: number
+  }
 }
 
 /** Defaults in one object (pino style). */
@@ -173,6 +189,13 @@ export const DEFAULTS = {
   REDIS_KEY_PREFIX: 'recallgate:',
   RATE_LIMIT_ON_STORE_ERROR: 'allow',
   WORKERS: '1',
+  LMDB_MAP_SIZE: String(32 * 1024 ** 3),
+  MIN_FREE_DISK: String(256 * 1024 ** 2),
+  EXTRACT_CONCURRENCY: '2',
+  EXTRACT_TIMEOUT_MS: '60000',
+  EXTRACT_WORKER_MEMORY_MB: '1024',
+  EXTRACT_MAX_DECODED_BYTES: String(128 * 1024 ** 2),
+  EXTRACT_MAX_TEXT_CHARS: String(32 * 1024 ** 2),
 } as const
 
 export type Variable = keyof typeof DEFAULTS
@@ -328,6 +351,15 @@ export function loadConfig(env: Env): Config {
     redisKeyPrefix: get('REDIS_KEY_PREFIX'),
     rateLimitOnStoreError: onStoreError,
     workers,
+    lmdbMapSize: int('LMDB_MAP_SIZE', 1024 * 1024),
+    minFreeDisk: int('MIN_FREE_DISK', 0),
+    extract: {
+      concurrency: int('EXTRACT_CONCURRENCY', 1, 64),
+      timeout: int('EXTRACT_TIMEOUT_MS', 100),
+      workerMemoryMb: int('EXTRACT_WORKER_MEMORY_MB', 64, 65536),
+      maxDecodedBytes: int('EXTRACT_MAX_DECODED_BYTES', 1024),
+      maxTextChars: int('EXTRACT_MAX_TEXT_CHARS', 1024),
+    },
   }
 }
 

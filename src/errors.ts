@@ -93,6 +93,11 @@ export const ERROR_CODES = {
   method_not_allowed: { status: 405, type: 'invalid_request_error', message: 'Method not allowed' },
   request_timeout: { status: 408, type: 'invalid_request_error', message: 'The request was not received in time' },
   payload_too_large: { status: 413, type: 'invalid_request_error', message: 'Request body too large' },
+  extraction_limit_exceeded: {
+    status: 422,
+    type: 'invalid_request_error',
+    message: 'The file is over an extraction limit',
+  },
   unsupported_media_type: { status: 415, type: 'invalid_request_error', message: 'Unsupported content type' },
   rate_limit_exceeded: { status: 429, type: 'rate_limit_error', message: 'Rate limit exceeded' },
   headers_too_large: { status: 431, type: 'invalid_request_error', message: 'Request headers too large' },
@@ -107,6 +112,12 @@ export const ERROR_CODES = {
   },
   upstream_timeout: { status: 504, type: 'timeout_error', message: 'The upstream provider did not answer in time' },
   shutting_down: { status: 503, type: 'api_error', message: 'The gateway is shutting down' },
+  insufficient_storage: {
+    status: 507,
+    type: 'api_error',
+    message: "The gateway's storage is full: nothing was saved. Reads and chats without memory still work",
+  },
+  storage_unavailable: { status: 503, type: 'api_error', message: "The gateway's storage cannot write right now: nothing was saved" },
   rate_limit_unavailable: {
     status: 503,
     type: 'api_error',

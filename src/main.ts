@@ -38,6 +38,7 @@ import { KeyRepo } from './storage/key-repo.js'
 import { SessionRepo } from './storage/session-repo.js'
 import { openRedis, type RedisStore } from './storage/redis.js'
 import { openStore, type Store } from './storage/store.js'
+import { StoreCapacity } from './storage/capacity.js'
 import { systemClock, type Clock } from './types.js'
 import { UpstreamClient } from './upstream/client.js'
 import { ModelCatalog } from './upstream/model-catalog.js'
@@ -82,12 +83,18 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   const logger = createLogger({ level: config.logLevel, ...(opts.logDestination ? { destination: opts.logDestination } : {}) })
   const metrics = createMetrics()
 
-  const store = openStore({ dir: config.dataDir, onDurable: (ms, ok) => metrics.storeOp({ store: 'lmdb', op: 'commit', ms, ok }) })
+  const store = openStore({
+    dir: config.dataDir,
+    mapSize: config.lmdbMapSize,
+    clock,
+    onDurable: (ms, ok) => metrics.storeOp({ store: 'lmdb', op: 'commit', ms, ok }),
+  })
+  const capacity = new StoreCapacity({ store, dir: config.dataDir, minFreeDisk: config.minFreeDisk, clock })
   const keys = new KeyRepo(store, { now })
   await ensureFirstKey(config, keys, opts.onBootstrapKey)
   const authenticator = new Authenticator({ inlineKeys: config.serviceKeys, stored: keys })
   const localLimiter = new RateLimiter({ limits: config.rateLimits, maxKeys: config.rateLimitMaxKeys, clock })
-  const readiness: ReadinessCheck[] = [{ name: 'lmdb', required: true, check: async () => void store.meta.get('schemaVersion') }]
+  const readiness: ReadinessCheck[] = [{ name: 'lmdb', required: true, check: () => lmdbReady(store, capacity, now) }]
   let redis: RedisStore | undefined
   let limiter: Limiter = localLimiter
   if (config.redisUrl !== undefined) {
@@ -154,6 +161,14 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     chunkOverlap: config.chunkOverlap,
     maxChunksPerFile: config.maxChunksPerFile,
     clock: now,
+    checkRoom: (bytes) => capacity.check(bytes),
+    extract: {
+      concurrency: config.extract.concurrency,
+      timeoutMs: config.extract.timeout,
+      maxHeapMb: config.extract.workerMemoryMb,
+      maxDecodedBytes: config.extract.maxDecodedBytes,
+      maxTextChars: config.extract.maxTextChars,
+    },
     // Graph files are a cache of LMDB: a failed save is worth a warning (the next start rebuilds), not a failed request.
     onIndexSaveError: (err, file) => logger.warn({ err, file }, 'could not save an index file'),
   })
@@ -189,7 +204,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     relevanceGate: { minRelevance: config.ragMinRelevance, fullRelevance: config.ragFullRelevance },
     ...(recall ? { recall: { service: recall, recentShare: config.recallRecentShare } } : {}),
   })
-  metrics.setCollectors({ corrections: () => counter.corrections(), sizes: () => store.sizes() })
+  metrics.setCollectors({ corrections: () => counter.corrections(), sizes: () => store.sizes(), lmdbSpace: () => store.space() })
 
   const responses = new ResponseRepo(store)
   const conversations = new ConversationRepo(store)
@@ -214,7 +229,12 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     now,
     onDeleted: onSessionDeleted,
   })
-  const f = fileRoutes(knowledge, { maxFileBytes: config.maxFileBytes, maxBodyBytes: config.maxBodyBytes, ragTopK: config.ragTopK })
+  const f = fileRoutes(knowledge, {
+    maxFileBytes: config.maxFileBytes,
+    maxBodyBytes: config.maxBodyBytes,
+    ragTopK: config.ragTopK,
+    checkRoom: () => capacity.check(),
+  })
   const routes: RouteDef[] = [
     { method: 'GET', path: '/healthz', auth: false, handler: healthHandler() },
     { method: 'GET', path: '/readyz', auth: false, handler: readinessHandler(readiness, READINESS_TIMEOUT) },
@@ -393,6 +413,26 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
 
   return { url, port, config, logger, metrics, store, keys, counter, close }
 }
+
+/**
+ * The store is ready when it reads, has room (above MIN_FREE_DISK, under LMDB_MAP_SIZE) and its last write did not
+ * fail. After a failed write, readiness tries a one-record write itself: space freed outside the gateway (a bigger
+ * volume, files removed) makes it ready again without waiting for a client's write to succeed first.
+ */
+async function lmdbReady(store: Store, capacity: StoreCapacity, now: () => number): Promise<void> {
+  void store.meta.get('schemaVersion')
+  await capacity.check()
+  const failure = store.writeFailure()
+  if (failure === undefined) return
+  // A one-record write nearly always fits in the pages a full store still has, so it proves little: probe only once
+  // at least RECOVERED_ROOM more is free than when the write failed (the disk's free space was ~0 then).
+  const room = await capacity.room()
+  if (room.diskBytes + capacity.minFreeDisk < failure.freeInFileAtFailure + RECOVERED_ROOM) throw failure
+  await store.durable(() => store.meta.put('readyProbe', now()))
+}
+
+/** Space that must have been freed since a failed write before readiness tries writing again. */
+const RECOVERED_ROOM = 1024 * 1024
 
 /** On a first start with no keys at all, create one (plan pro) and print it once. */
 async function ensureFirstKey(config: Config, keys: KeyRepo, onBootstrapKey?: (line: string) => void): Promise<void> {

@@ -31,6 +31,8 @@ export interface Metrics {
   setCollectors(c: {
     sizes?: () => { sessions: number; messages: number; files: number; chunks: number }
     corrections?: () => ReadonlyMap<string, number>
+    /** LMDB's pages in use and its ceiling (LMDB_MAP_SIZE), in bytes. */
+    lmdbSpace?: () => { usedBytes: number; mapSize: number; fileBytes: number }
   }): void
   render(): Promise<{ contentType: string; body: string }>
 }
@@ -279,6 +281,7 @@ export function createMetrics(o: MetricsOptions = {}): Metrics {
 
   let sizes: (() => { sessions: number; messages: number; files: number; chunks: number }) | undefined
   let corrections: (() => ReadonlyMap<string, number>) | undefined
+  let lmdbSpace: (() => { usedBytes: number; mapSize: number; fileBytes: number }) | undefined
 
   // A throwing callback must not fail the whole scrape (every other metric would vanish with it): the gauge is
   // reset, the failure is counted in collectorErrors so it is visible, and the scrape goes on.
@@ -299,6 +302,25 @@ export function createMetrics(o: MetricsOptions = {}): Metrics {
       } catch {
         this.reset()
         collectorErrors.inc({ collector: 'sizes' })
+      }
+    },
+  })
+  new Gauge({
+    name: 'recallgate_lmdb_bytes',
+    help: 'LMDB space in bytes: kind="used" (pages the databases hold), "file" (the data file on disk), "map_size" (LMDB_MAP_SIZE). used / map_size is how full the store is.',
+    labelNames: ['kind'] as const,
+    registers,
+    collect() {
+      this.reset()
+      if (lmdbSpace === undefined) return
+      try {
+        const s = lmdbSpace()
+        this.set({ kind: 'used' }, s.usedBytes)
+        this.set({ kind: 'file' }, s.fileBytes)
+        this.set({ kind: 'map_size' }, s.mapSize)
+      } catch {
+        this.reset()
+        collectorErrors.inc({ collector: 'lmdb_space' })
       }
     },
   })
@@ -380,6 +402,7 @@ export function createMetrics(o: MetricsOptions = {}): Metrics {
     setCollectors(c) {
       if (c.sizes !== undefined) sizes = c.sizes
       if (c.corrections !== undefined) corrections = c.corrections
+      if (c.lmdbSpace !== undefined) lmdbSpace = c.lmdbSpace
     },
     async render() {
       return { contentType: registry.contentType, body: await registry.metrics() }

@@ -183,7 +183,8 @@ t.test('retrieved file text is framed as quoted data that the file cannot close'
   t.match(ctx.content, /quoted data/i, 'which says the excerpts are quoted data')
   t.match(ctx.content, /not instructions/i)
   t.notOk(ctx.content.includes(filename), 'the raw file name (with its newline and fence) is not in the prompt')
-  t.ok(ctx.content.includes(JSON.stringify(filename)), 'the file name appears JSON-escaped')
+  // Stored with its line break as a space (issue 29: NUL, CR and LF in file names are cleaned at upload).
+  t.ok(ctx.content.includes(JSON.stringify(filename.replace(/[\r\n\u0000]/g, ' '))), 'the file name (as stored) appears JSON-escaped')
 
   // The excerpt opens with a fence line; the first line that could close it (CommonMark: up to 3 spaces, then at
   // least as many backticks, then nothing) must come after the whole file text.

@@ -6,7 +6,8 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
-import { openStore } from '../src/storage/store.js'
+import { isStorageFull, openStore, StoreUnavailableError } from '../src/storage/store.js'
+import { classifyStoreFailure, classifyStoreFailureSync } from '../src/storage/store-errors.js'
 
 const lastTxnId = (store: ReturnType<typeof openStore>): number => (store.root.getStats() as { lastTxnId: number }).lastTxnId
 
@@ -40,4 +41,40 @@ t.test('concurrent durable saves share commits instead of queueing one commit ea
   t.same(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled'])
   t.equal(store.messages.get(['t', 'bad', 1]), undefined, 'the failed unit left nothing')
   t.ok(store.messages.get(['t', 's101', 2]), 'its neighbours committed')
+})
+
+t.test('at its map size the store refuses writes but deletes, and takes writes again once data is deleted', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'store-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const store = openStore({ dir, mapSize: 1024 * 1024, spaceTtl: 0 })
+  t.teardown(() => store.close())
+  const big = 'x'.repeat(100_000)
+  let i = 0
+  let refused: unknown
+  for (; i < 50 && refused === undefined; i++) {
+    await store.durable(() => store.chunks.put(['t', `f${i}`, 0], { text: big })).catch((err: unknown) => (refused = err))
+  }
+  t.ok(refused instanceof StoreUnavailableError, `write ${i} refused with a StoreUnavailableError`)
+  t.equal((refused as StoreUnavailableError).reason, 'map_full')
+  t.ok(isStorageFull(refused), 'counted as a lack of space')
+  t.equal(store.chunks.get(['t', `f${i - 1}`, 0]), undefined, 'the refused write left nothing')
+  t.equal((store.chunks.get(['t', 'f0', 0]) as { text: string }).text, big, 'what was written before is read')
+  for (let j = 0; j < i - 1; j++) await store.durable(() => store.chunks.remove(['t', `f${j}`, 0]), { releasing: true })
+  await store.durable(() => store.chunks.put(['t', 'again', 0], { text: big }))
+  t.ok(store.space().usedBytes < 1024 * 1024, 'room again after the deletes')
+})
+
+t.test('store failures are classified from their errno or LMDB code', async (t) => {
+  t.equal(classifyStoreFailureSync(Object.assign(new Error('No space left'), { code: 28 })).reason, 'disk_full')
+  t.equal(classifyStoreFailureSync(Object.assign(new Error('No space left'), { code: 'ENOSPC' })).reason, 'disk_full')
+  t.equal(classifyStoreFailureSync(Object.assign(new Error('MDB_MAP_FULL'), { code: -30792 })).reason, 'map_full')
+  t.equal(classifyStoreFailureSync(Object.assign(new Error('Input/output error'), { code: 5 })).reason, 'io_error')
+  const panic = classifyStoreFailureSync(Object.assign(new Error('MDB_PANIC'), { code: -30795 }))
+  t.equal(panic.reason, 'failing')
+  t.notOk(isStorageFull(panic), 'a panic is not a lack of space')
+  // lmdb-js's shape: the real error behind a promise on `commitError`.
+  const commitError = Promise.reject(Object.assign(new Error('Input/output error'), { code: 5 }))
+  const failed = await classifyStoreFailure(Object.assign(new Error('Commit failed (see commitError for details)'), { commitError }))
+  t.equal(failed.reason, 'io_error')
+  t.equal(failed.errno, 5)
 })

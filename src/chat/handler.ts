@@ -7,6 +7,8 @@ import type { Handler } from '../http/server.js'
 import { readJsonObject } from '../http/body.js'
 import { sendJsonText } from '../http/respond.js'
 import { gatewayError } from '../errors.js'
+import { storeFailure } from '../http/store-failure.js'
+import { utf8Header } from '../http/utf8-header.js'
 import type { UpstreamClient } from '../upstream/client.js'
 import { callUpstream, readCompletion } from './upstream-call.js'
 import type { Bytes, ChatMessage, Clock, PromptTrace, Tenant, Tokens } from '../types.js'
@@ -56,7 +58,7 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
     if (tenant === undefined) throw gatewayError('missing_service_key')
     const body = await readJsonObject(ctx.req, o.limits.maxBodyBytes)
     const header = ctx.req.headers['x-session-id']
-    const req = validateChat(body, o.limits, { sessionId: typeof header === 'string' ? header : undefined })
+    const req = validateChat(body, o.limits, { sessionId: typeof header === 'string' ? utf8Header(header, 'x-session-id') : undefined })
     ctx.annotations.model = req.model
     ctx.annotations.stream = req.stream
 
@@ -103,7 +105,7 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
           ctx.annotations.upstreamMs = o.clock() - sentAt
           o.planner.observeUsage(req.model, prepared.countedTokens, usage)
           annotateUsage(ctx.annotations, usage)
-          if (shouldSave) await o.planner.save(tenant, req, prepared, reply)
+          if (shouldSave) await save(o.planner, tenant, req, prepared, reply)
         },
       })
       ctx.annotations.outcome = outcome.kind
@@ -119,13 +121,22 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
     annotateUsage(ctx.annotations, usage)
     // A client that left before its reply arrived did not complete the exchange: nothing is saved.
     if (ctx.clientGone.aborted) throw gatewayError('client_closed_request')
-    if (shouldSave) await o.planner.save(tenant, req, prepared, replyFromCompletion(completion))
+    if (shouldSave) await save(o.planner, tenant, req, prepared, replyFromCompletion(completion))
     if (ctx.clientGone.aborted) throw gatewayError('client_closed_request')
     // The upstream's own text with `_metadata` spliced in, not `JSON.stringify({...completion, _metadata})`: the same
     // JSON value for any parser (a `_metadata` the upstream sent is overridden, as the last duplicate key), without
     // serialising the completion again. Profiled at 32 connections (bench/relay.ts): the stringify was 21 of the 754 µs
     // (profiler time) a request cost the gateway.
     sendJsonText(ctx.res, 200, spliceMetadata(text, JSON.stringify(prepared.metadata)))
+  }
+}
+
+/** Save the exchange; a store that cannot take it is the API's storage error (also as the stream's last event). */
+async function save(planner: ChatPlanner, tenant: Tenant, req: ChatRequest, prepared: PreparedChat, reply: ChatMessage): Promise<void> {
+  try {
+    await planner.save(tenant, req, prepared, reply)
+  } catch (err) {
+    throw storeFailure(err) ?? err
   }
 }
 

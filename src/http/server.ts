@@ -12,6 +12,7 @@ import { asGatewayError, gatewayError, toWire, type GatewayError } from '../erro
 import type { Clock, Ms, PromptTrace, Tenant } from '../types.js'
 import { ClientGone } from './client-gone.js'
 import { sendError } from './respond.js'
+import { storeFailure } from './store-failure.js'
 import { Router } from './router.js'
 
 export interface RequestContext {
@@ -240,7 +241,7 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
       }
       await def.handler(ctx)
     } catch (err) {
-      failure = asGatewayError(err)
+      failure = storeFailure(err) ?? asGatewayError(err)
       if (timedOut.has(req.socket)) failure = gatewayError('request_timeout', { cause: err })
       else if (gone.aborted && failure.status >= 500) {
         // The client left first, and what failed was work its departure cancelled (the upstream call): not a fault.

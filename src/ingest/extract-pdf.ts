@@ -6,7 +6,23 @@
  * ends a paragraph. pdfjs is imported on first use, so a gateway that never sees a PDF never loads it.
  */
 import { gatewayError } from '../errors.js'
+import { DecodedBytesExceeded, pdfDecodedBytes } from './pdf-streams.js'
 import { TextBuilder, type Block } from './text-builder.js'
+
+/** Bounds on one file's extraction (EXTRACT_MAX_DECODED_BYTES, EXTRACT_MAX_TEXT_CHARS). */
+export interface ExtractLimits {
+  /** What a PDF's streams may decode to, in all (measured before pdfjs decodes them, see pdf-streams.ts). */
+  maxDecodedBytes: number
+  /** Characters of text one file may yield. */
+  maxTextChars: number
+}
+
+export function textLimitExceeded(limit: number): Error {
+  return gatewayError('extraction_limit_exceeded', {
+    param: 'file',
+    message: `The file's text is longer than EXTRACT_MAX_TEXT_CHARS (${limit} characters)`,
+  })
+}
 
 type PdfJs = typeof import('pdfjs-dist/legacy/build/pdf.mjs')
 let pdfjs: Promise<PdfJs> | undefined
@@ -14,7 +30,17 @@ let pdfjs: Promise<PdfJs> | undefined
 /** Paragraph break when the gap between baselines exceeds this many line heights. */
 const PARAGRAPH_GAP = 1.6
 
-export async function extractPdf(bytes: Buffer): Promise<{ text: string; blocks: Block[] }> {
+export async function extractPdf(bytes: Buffer, limits: ExtractLimits): Promise<{ text: string; blocks: Block[] }> {
+  try {
+    await pdfDecodedBytes(bytes, limits.maxDecodedBytes)
+  } catch (err) {
+    if (!(err instanceof DecodedBytesExceeded)) throw err
+    throw gatewayError('extraction_limit_exceeded', {
+      param: 'file',
+      message: `The PDF's compressed streams decode to more than EXTRACT_MAX_DECODED_BYTES (${limits.maxDecodedBytes} bytes)`,
+      cause: err,
+    })
+  }
   pdfjs ??= import('pdfjs-dist/legacy/build/pdf.mjs')
   const lib = await pdfjs
   // pdfjs takes ownership of (and may detach) the buffer it is given: hand it a copy.
@@ -41,6 +67,7 @@ export async function extractPdf(bytes: Buffer): Promise<{ text: string; blocks:
     })
   }
   const out = new TextBuilder()
+  let chars = 0
   try {
     for (let p = 1; p <= doc.numPages; p++) {
       const page = await doc.getPage(p)
@@ -65,6 +92,9 @@ export async function extractPdf(bytes: Buffer): Promise<{ text: string; blocks:
       }
       out.paragraph(para.replace(/[ \t]+/g, ' '))
       page.cleanup()
+      // Checked per page, so text-heavy pages past the limit are never all held at once.
+      chars += para.length
+      if (chars > limits.maxTextChars) throw textLimitExceeded(limits.maxTextChars)
     }
   } finally {
     await doc.destroy()

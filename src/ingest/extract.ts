@@ -12,7 +12,12 @@
 import { gatewayError } from '../errors.js'
 import { extractCsv, extractJson } from './extract-data.js'
 import { extractHtml } from './extract-html.js'
-import { extractPdf } from './extract-pdf.js'
+import { extractPdf, textLimitExceeded, type ExtractLimits } from './extract-pdf.js'
+
+export type { ExtractLimits } from './extract-pdf.js'
+
+/** Defaults when the caller names no limits (tools, tests): the configuration's defaults. */
+export const DEFAULT_EXTRACT_LIMITS: ExtractLimits = { maxDecodedBytes: 128 * 1024 * 1024, maxTextChars: 32 * 1024 * 1024 }
 import { boundTitle, type Block } from './text-builder.js'
 
 export type { Block } from './text-builder.js'
@@ -97,11 +102,11 @@ export function detectFormat(file: UploadedFile): Format {
   })
 }
 
-export async function extract(file: UploadedFile): Promise<ExtractedText> {
+export async function extract(file: UploadedFile, limits: ExtractLimits = DEFAULT_EXTRACT_LIMITS): Promise<ExtractedText> {
   const format = detectFormat(file)
   let out: { text: string; blocks: Block[] }
   if (format === 'pdf') {
-    out = await extractPdf(file.bytes)
+    out = await extractPdf(file.bytes, limits)
   } else {
     const text = decodeText(file.bytes)
     if (format === 'text') out = { text, blocks: paragraphs(text) }
@@ -110,6 +115,7 @@ export async function extract(file: UploadedFile): Promise<ExtractedText> {
     else if (format === 'json') out = extractJson(text) ?? { text, blocks: paragraphs(text) }
     else out = extractCsv(text, file.filename.toLowerCase().endsWith('.tsv') || /tab-separated/i.test(file.contentType ?? ''))
   }
+  if (out.text.length > limits.maxTextChars) throw textLimitExceeded(limits.maxTextChars)
   if (!/[\p{L}\p{N}]/u.test(out.text)) throw gatewayError('empty_file', { param: 'file', message: `${file.filename} has no extractable text` })
   return { format, ...out }
 }

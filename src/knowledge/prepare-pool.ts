@@ -1,12 +1,17 @@
 /**
- * Runs prepare.ts in one worker thread, so an upload's extraction, chunking, analysis and local embedding never hold
- * the event loop (a 5 MB upload held it ≈ 3.7 s, issue 18). Jobs queue in order (one per upload request in progress,
- * so bounded by the server's connections and MAX_FILE_BYTES each); the thread
- * starts on the first upload and stops after `idleMs` without one (it holds its own copy of the tokenizer's tables,
- * ≈ 60 MB). A crashed thread fails the jobs it had and is replaced by the next one.
+ * Runs prepare.ts in worker threads, so an upload's extraction, chunking, analysis and local embedding never hold
+ * the event loop (a 5 MB upload held it ≈ 3.7 s, issue 18). At most `concurrency` jobs run at once, the rest queue in
+ * order (one per upload request in progress, so bounded by the server's connections and MAX_FILE_BYTES each). A
+ * thread starts when a job needs one and stops after `idleMs` without work (each holds its own copy of the
+ * tokenizer's tables, ≈ 60 MB).
+ *
+ * Bounds (issue 29: a 1 MB PDF inflating to 1 GiB took the process to 2.36 GB): each job has a time budget, after
+ * which its thread is terminated; each thread a V8 heap ceiling (`resourceLimits`), past which it dies; either way
+ * the job is refused with 422 `extraction_limit_exceeded` and the next job gets a new thread. A thread that holds a
+ * lot after a job is ended, so memory returns to its idle level.
  */
 import { Worker } from 'node:worker_threads'
-import { GatewayError } from '../errors.js'
+import { GatewayError, gatewayError } from '../errors.js'
 import type { Format } from '../ingest/extract.js'
 import type { Chunk } from '../ingest/chunker.js'
 import { TimeSlicer } from '../retrieval/time-slice.js'
@@ -21,18 +26,44 @@ export interface PackedPrepared {
   dimension: number
 }
 
+/** `memory`: the thread's V8 heap plus external buffers after the job (the pool ends a thread that holds a lot). */
 export type WorkerReply =
-  | { id: number; ok: PackedPrepared }
-  | { id: number; error: { message: string; gateway: { status: number; type: string; code: string; message: string; param: string | null } | undefined } }
+  | { id: number; memory: number; ok: PackedPrepared }
+  | {
+      id: number
+      memory: number
+      error: { message: string; gateway: { status: number; type: string; code: string; message: string; param: string | null } | undefined }
+    }
 
 export interface PreparePoolOptions {
-  /** Stop the thread after this long without work. Default 30 s. */
+  /** Stop an idle thread after this long without work. Default 30 s. */
   idleMs?: number
+  /** Threads, so extractions at once (EXTRACT_CONCURRENCY); more jobs wait in order. Default 1. */
+  concurrency?: number
+  /** Longest one job may run (EXTRACT_TIMEOUT_MS): its thread is then terminated and the job refused. Default 60 s. */
+  timeoutMs?: number
+  /** Each thread's V8 heap ceiling in MiB (EXTRACT_WORKER_MEMORY_MB): past it the thread dies and the job is refused. */
+  maxHeapMb?: number
+  /**
+   * A thread holding more than this (V8 heap plus external buffers) after a job is ended, so a big job's memory is
+   * given back at once instead of whenever V8 decides. Default 256 MiB (an idle thread holds ≈ 60–100 MiB: the
+   * tokenizer's tables).
+   */
+  recycleAboveBytes?: number
 }
 
-interface Pending {
+interface Job {
+  id: number
+  message: { id: number; file: PrepareInput; options: PrepareOptions }
   resolve: (p: Prepared) => void
   reject: (err: unknown) => void
+}
+
+interface Slot {
+  worker: Worker
+  job: Job | undefined
+  timer: NodeJS.Timeout | undefined
+  idleTimer: NodeJS.Timeout | undefined
 }
 
 // The worker is this folder's prepare-worker, compiled (.js) or, under the test runner's TypeScript loader, the source.
@@ -40,64 +71,138 @@ const WORKER_URL = new URL(`./prepare-worker${import.meta.url.endsWith('.ts') ? 
 
 export class PreparePool {
   readonly #idleMs: number
-  #worker: Worker | undefined
-  readonly #pending = new Map<number, Pending>()
+  readonly #concurrency: number
+  readonly #timeoutMs: number
+  readonly #maxHeapMb: number | undefined
+  readonly #recycleAbove: number
+  readonly #slots = new Set<Slot>()
+  readonly #queue: Job[] = []
   #nextId = 1
-  #idleTimer: NodeJS.Timeout | undefined
+  #closed = false
 
   constructor(o: PreparePoolOptions = {}) {
     this.#idleMs = o.idleMs ?? 30_000
+    this.#concurrency = Math.max(1, o.concurrency ?? 1)
+    this.#timeoutMs = o.timeoutMs ?? 60_000
+    this.#maxHeapMb = o.maxHeapMb
+    this.#recycleAbove = o.recycleAboveBytes ?? 256 * 1024 * 1024
   }
 
   prepare(file: PrepareInput, options: PrepareOptions): Promise<Prepared> {
-    clearTimeout(this.#idleTimer)
-    const worker = this.#start()
-    // Keeps the process alive while a job runs, and only then (an idle thread must not hold a script open).
-    worker.ref()
-    const id = this.#nextId++
     return new Promise<Prepared>((resolve, reject) => {
-      this.#pending.set(id, { resolve, reject })
-      worker.postMessage({ id, file, options })
+      const id = this.#nextId++
+      this.#queue.push({ id, message: { id, file, options }, resolve, reject })
+      this.#dispatch()
     })
   }
 
+  /** Threads running now (tests watch a big job's thread go). */
+  get threads(): number {
+    return this.#slots.size
+  }
+
   async close(): Promise<void> {
-    clearTimeout(this.#idleTimer)
-    const w = this.#worker
-    this.#worker = undefined
-    if (w !== undefined) await w.terminate()
+    this.#closed = true
+    const slots = [...this.#slots]
+    this.#slots.clear()
+    for (const s of slots) {
+      clearTimeout(s.timer)
+      clearTimeout(s.idleTimer)
+    }
+    await Promise.all(slots.map((s) => s.worker.terminate()))
   }
 
-  #start(): Worker {
-    if (this.#worker !== undefined) return this.#worker
-    const worker = new Worker(WORKER_URL)
-    this.#worker = worker
-    worker.on('message', (reply: WorkerReply) => void this.#settle(reply))
-    const fail = (err: unknown): void => {
-      if (this.#worker === worker) this.#worker = undefined
-      for (const p of this.#pending.values()) p.reject(err)
-      this.#pending.clear()
+  #dispatch(): void {
+    while (this.#queue.length > 0) {
+      let slot = [...this.#slots].find((s) => s.job === undefined)
+      if (slot === undefined) {
+        if (this.#slots.size >= this.#concurrency || this.#closed) return
+        slot = this.#start()
+      }
+      const job = this.#queue.shift() as Job
+      clearTimeout(slot.idleTimer)
+      slot.job = job
+      // Keeps the process alive while a job runs, and only then (an idle thread must not hold a script open).
+      slot.worker.ref()
+      // The budget starts when the thread takes the job (its 'started'), so a new thread's start-up (loading the
+      // tokenizer's tables, ≈ 0.5–3 s) is not counted against the file.
+      slot.worker.postMessage(job.message)
     }
-    worker.on('error', fail)
-    worker.on('exit', (code) => fail(new Error(`the ingestion worker exited (code ${code})`)))
-    return worker
   }
 
-  async #settle(reply: WorkerReply): Promise<void> {
-    const p = this.#pending.get(reply.id)
-    if (p === undefined) return
-    this.#pending.delete(reply.id)
-    if (this.#pending.size === 0) {
-      this.#worker?.unref()
-      this.#idleTimer = setTimeout(() => void this.close(), this.#idleMs).unref()
+  #start(): Slot {
+    const worker = new Worker(WORKER_URL, this.#maxHeapMb === undefined ? {} : { resourceLimits: { maxOldGenerationSizeMb: this.#maxHeapMb } })
+    const slot: Slot = { worker, job: undefined, timer: undefined, idleTimer: undefined }
+    this.#slots.add(slot)
+    worker.on('message', (reply: WorkerReply | { started: number }) => void this.#settle(slot, reply))
+    const gone = (err: unknown): void => {
+      if (!this.#slots.delete(slot)) return
+      clearTimeout(slot.timer)
+      clearTimeout(slot.idleTimer)
+      const job = slot.job
+      slot.job = undefined
+      job?.reject(err)
+      // The next queued job gets a new thread.
+      this.#dispatch()
     }
-    if ('error' in reply) {
-      const g = reply.error.gateway
-      p.reject(g !== undefined ? new GatewayError(g) : new Error(reply.error.message))
+    worker.on('error', (err: Error & { code?: string }) =>
+      gone(
+        err.code === 'ERR_WORKER_OUT_OF_MEMORY'
+          ? limitError(`Reading the file needed more than EXTRACT_WORKER_MEMORY_MB (${this.#maxHeapMb ?? 'V8 default'} MiB)`, err)
+          : err,
+      ),
+    )
+    worker.on('exit', (code) => gone(new Error(`the ingestion worker exited (code ${code})`)))
+    return slot
+  }
+
+  /** End a thread (a job over its time budget): its job gets `err`, and the next queued job a new thread. */
+  #kill(slot: Slot, err: Error): void {
+    const job = slot.job
+    slot.job = undefined
+    this.#slots.delete(slot)
+    clearTimeout(slot.idleTimer)
+    job?.reject(err)
+    // terminate() resolves once the thread has stopped; its exit handler finds the slot gone and does nothing.
+    void slot.worker.terminate()
+    this.#dispatch()
+  }
+
+  async #settle(slot: Slot, reply: WorkerReply | { started: number }): Promise<void> {
+    const job = slot.job
+    if ('started' in reply) {
+      if (job?.id === reply.started) {
+        slot.timer = setTimeout(() => this.#kill(slot, limitError(`The file took longer than EXTRACT_TIMEOUT_MS (${this.#timeoutMs} ms) to read`)), this.#timeoutMs)
+      }
       return
     }
-    p.resolve(await unpack(reply.ok))
+    if (job === undefined || job.id !== reply.id) return
+    clearTimeout(slot.timer)
+    slot.job = undefined
+    if (reply.memory > this.#recycleAbove) {
+      // A big job's buffers: give the memory back now (the next job starts a fresh thread).
+      this.#slots.delete(slot)
+      void slot.worker.terminate()
+    } else {
+      slot.worker.unref()
+      slot.idleTimer = setTimeout(() => {
+        if (slot.job !== undefined) return
+        this.#slots.delete(slot)
+        void slot.worker.terminate()
+      }, this.#idleMs).unref()
+    }
+    this.#dispatch()
+    if ('error' in reply) {
+      const g = reply.error.gateway
+      job.reject(g !== undefined ? new GatewayError(g) : new Error(reply.error.message))
+      return
+    }
+    job.resolve(await unpack(reply.ok))
   }
+}
+
+function limitError(message: string, cause?: unknown): GatewayError {
+  return gatewayError('extraction_limit_exceeded', { param: 'file', message, cause })
 }
 
 /** Unpacks in slices: a 20k-chunk file's terms are ≈ 3M strings to split. */

@@ -4,6 +4,7 @@
  * one NUL-joined string (a structured clone of hundreds of thousands of little strings cost the main thread more
  * than the work it saved).
  */
+import { getHeapStatistics } from 'node:v8'
 import { parentPort } from 'node:worker_threads'
 import { GatewayError } from '../errors.js'
 import { prepareFile, type PrepareInput, type PrepareOptions } from './prepare.js'
@@ -13,17 +14,25 @@ const port = parentPort
 if (port === null) throw new Error('prepare-worker.ts runs as a worker thread')
 
 port.on('message', (job: { id: number; file: PrepareInput; options: PrepareOptions }) => {
+  // The pool's time budget for this job starts now.
+  port.postMessage({ started: job.id })
   prepareFile(job.file, job.options).then(
     (p) => {
       const dimension = p.vectors?.[0]?.length ?? 0
       const flat = new Float32Array(p.vectors === undefined ? 0 : p.vectors.length * dimension)
       p.vectors?.forEach((v, i) => flat.set(v, i * dimension))
       const packed: PackedPrepared = { format: p.format, chunks: p.chunks, terms: p.terms.map((t) => t.join('\u0000')), vectors: p.vectors ? flat : undefined, dimension }
-      port.postMessage({ id: job.id, ok: packed } satisfies WorkerReply, [flat.buffer])
+      port.postMessage({ id: job.id, memory: memory(), ok: packed } satisfies WorkerReply, [flat.buffer])
     },
     (err: unknown) => {
       const e = err instanceof GatewayError ? { status: err.status, type: err.type, code: err.code, message: err.message, param: err.param } : undefined
-      port.postMessage({ id: job.id, error: { message: err instanceof Error ? err.message : String(err), gateway: e } } satisfies WorkerReply)
+      port.postMessage({ id: job.id, memory: memory(), error: { message: err instanceof Error ? err.message : String(err), gateway: e } } satisfies WorkerReply)
     },
   )
 })
+
+/** This thread's V8 heap (committed) plus the buffers it holds outside it (pdfjs's decoded streams). */
+function memory(): number {
+  const h = getHeapStatistics()
+  return h.total_heap_size + h.external_memory
+}

@@ -7,7 +7,7 @@
  */
 import { gatewayError } from '../errors.js'
 import { chunkText, type Chunk } from '../ingest/chunker.js'
-import { extract, type Format } from '../ingest/extract.js'
+import { DEFAULT_EXTRACT_LIMITS, extract, type ExtractLimits, type Format } from '../ingest/extract.js'
 import { chunkTerms } from '../retrieval/chunk-terms.js'
 import { LocalEmbedder } from '../retrieval/embedder.js'
 
@@ -23,6 +23,8 @@ export interface PrepareOptions {
   maxChunksPerFile: number
   /** Embed with the local embedder of this dimension; undefined: leave embedding to the caller. */
   localDimension: number | undefined
+  /** Bounds on extraction; the configuration's defaults when absent. */
+  limits?: ExtractLimits
 }
 
 export interface Prepared {
@@ -36,7 +38,7 @@ export interface Prepared {
 
 export async function prepareFile(file: PrepareInput, o: PrepareOptions): Promise<Prepared> {
   const bytes = Buffer.from(file.bytes.buffer, file.bytes.byteOffset, file.bytes.byteLength)
-  const extracted = await extract({ filename: file.filename, contentType: file.contentType, bytes })
+  const extracted = await extract({ filename: file.filename, contentType: file.contentType, bytes }, o.limits ?? DEFAULT_EXTRACT_LIMITS)
   const chunks = chunkText(extracted, { chunkTokens: o.chunkTokens, overlapTokens: o.chunkOverlap, maxChunks: o.maxChunksPerFile })
   if (chunks.length === 0) throw gatewayError('empty_file', { param: 'file', message: `${file.filename} has no extractable text` })
   // Analyzed once for BM25 and the embedder, and each stretch of text once although chunks overlap.

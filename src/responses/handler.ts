@@ -8,6 +8,8 @@
 import { gatewayError, invalidParam } from '../errors.js'
 import { readJsonObject } from '../http/body.js'
 import { sendJson } from '../http/respond.js'
+import { storeFailure } from '../http/store-failure.js'
+import { utf8Header } from '../http/utf8-header.js'
 import type { Handler, RequestContext } from '../http/server.js'
 import type { ConversationStore, ResponseStore, SessionStore, StoredResponse } from '../storage/interface.js'
 import type { ChatMessage, Clock, Tenant, Tokens } from '../types.js'
@@ -54,7 +56,7 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
     const header = ctx.req.headers['x-session-id']
     const r = parseResponsesRequest(body, { maxInputItems: o.limits.maxInputItems, maxSessionIdLength: o.limits.maxSessionIdLength }, {
       newId,
-      sessionIdHeader: typeof header === 'string' ? header : undefined,
+      sessionIdHeader: typeof header === 'string' ? utf8Header(header, 'x-session-id') : undefined,
     })
     ctx.annotations.model = r.model
     ctx.annotations.stream = r.stream
@@ -192,6 +194,15 @@ interface Finished {
  * retrieved and chained at once.
  */
 async function persist(o: ResponsesHandlerOptions, t: Turn, reply: ChatMessage, f: Finished): Promise<void> {
+  try {
+    await persistTurn(o, t, reply, f)
+  } catch (err) {
+    // A store that cannot take the turn is the API's storage error (also as the stream's last events).
+    throw storeFailure(err) ?? err
+  }
+}
+
+async function persistTurn(o: ResponsesHandlerOptions, t: Turn, reply: ChatMessage, f: Finished): Promise<void> {
   if (t.chatReq.sessionId !== undefined && t.chatReq.saveToMemory) await o.planner.save(t.tenant, t.chatReq, t.prepared, reply)
   if (!t.r.store) return
   const record: StoredResponse = {

@@ -42,7 +42,10 @@ function checkFilename(name: unknown): string {
   if (name.length > 255) throw invalidParam('filename', 'filename must be at most 255 characters')
   // Stored as UTF-8, an unpaired surrogate would come back as U+FFFD: a different name from the one the 201 showed.
   if (/\p{Surrogate}/u.test(name)) throw invalidParam('filename', 'filename must be valid Unicode')
-  return name
+  // A NUL, CR or LF in a name would reach logs, clients' headers and shells as a line break or a terminator: each
+  // becomes a space (the 201 shows the name as stored). Cleaned rather than refused, so a file whose name on disk
+  // has one (Linux allows it) can still be ingested by `recallgate ingest`.
+  return name.replace(/[\u0000\r\n]/g, ' ')
 }
 
 /** Longer than any id we issue (`file-` + 24 hex digits), and short enough never to overflow an LMDB key. */
@@ -143,12 +146,22 @@ async function readJsonUpload(req: IncomingMessage, limit: Bytes, maxFileBytes: 
   return { filename, contentType: undefined, bytes, metadata: parseMetadata(body.metadata) }
 }
 
-export function fileRoutes(kb: KnowledgeBase, opts: { maxFileBytes: Bytes; maxBodyBytes: Bytes; ragTopK: number }) {
+export function fileRoutes(
+  kb: KnowledgeBase,
+  opts: {
+    maxFileBytes: Bytes
+    maxBodyBytes: Bytes
+    ragTopK: number
+    /** Throws when the store is below its free-disk floor or at its map size: uploads are refused before they start. */
+    checkRoom?: () => Promise<void>
+  },
+) {
   // Multipart framing adds a little on top of the file itself.
   const uploadLimit = opts.maxFileBytes + 64 * 1024
 
   const upload: Handler = async (ctx) => {
     const tenant = tenantOf(ctx)
+    await opts.checkRoom?.()
     const type = mediaType(ctx.req)
     let file: UploadedFile
     if (type === 'multipart/form-data') file = await readMultipart(ctx.req, opts.maxFileBytes, uploadLimit)

@@ -272,7 +272,7 @@ export class FileRepo {
       const change = this.index.removeInTxn(namespace, labels)
       onChange?.(change)
       return change
-    })
+    }, { releasing: true })
   }
 }
 

@@ -24,7 +24,7 @@ export class KeyRepo implements KeyStore {
     const key = generateKey()
     const hash = hashKey(key)
     const record: KeyRecord = { id: keyIdFor(hash), hash, plan, createdAt: this.#now(), ...(label ? { label } : {}) }
-    await this.#store.keys.put(hash, record)
+    await this.#store.durable(() => this.#store.keys.put(hash, record))
     return { key, record }
   }
 
@@ -39,7 +39,7 @@ export class KeyRepo implements KeyStore {
     for (const { key, value } of this.#store.keys.getRange()) {
       const rec = value as KeyRecord
       if (rec.id === id && rec.revokedAt === undefined) {
-        await this.#store.keys.put(key, { ...rec, revokedAt: this.#now() })
+        await this.#store.durable(() => this.#store.keys.put(key, { ...rec, revokedAt: this.#now() }), { releasing: true })
         return true
       }
     }

@@ -26,7 +26,7 @@ import type { TokenCounter } from '../context/tokenizer.js'
 import { messageText } from '../messages/text.js'
 import type { Bytes, ChatMessage, Clock, Role, Tokens } from '../types.js'
 import type { SessionInfo, SessionStore, StoredMessage } from './interface.js'
-import type { Store } from './store.js'
+import type { DurableOptions, Store } from './store.js'
 
 export type { SessionInfo, StoredMessage } from './interface.js'
 
@@ -322,7 +322,7 @@ export class SessionRepo implements SessionStore {
       for (let seq = rec.nextSeq - rec.count; seq < rec.nextSeq; seq++) db.remove([tenant, sessionId, seq])
       sessions.remove([tenant, sessionId])
       return true
-    })
+    }, { releasing: true })
     this.#cache?.delete(cacheKey(tenant, sessionId))
     for (const done of after) done()
     return existed
@@ -333,7 +333,7 @@ export class SessionRepo implements SessionStore {
    * callback that throws midway leaves its earlier writes in the batch; a child transaction rolls them back.
    * Resolves once committed and flushed to disk.
    */
-  async #write<T>(fn: () => T): Promise<T> {
+  async #write<T>(fn: () => T, opts?: DurableOptions): Promise<T> {
     return this.#store.durable(() => {
       this.#inWrite = true
       try {
@@ -341,7 +341,7 @@ export class SessionRepo implements SessionStore {
       } finally {
         this.#inWrite = false
       }
-    })
+    }, opts)
   }
 
   #record(tenant: string, sessionId: string): SessionRecord | undefined {

@@ -1,0 +1,60 @@
+/**
+ * The smaller gaps of issue 29, end to end: ids and names that one byte string could alias into another, and
+ * control characters in file names.
+ */
+import t from 'tap'
+import { startHarness } from './helpers/harness.js'
+
+/** What a client sending `s` as UTF-8 in a header puts on the wire (fetch takes header values as Latin-1 bytes). */
+const asHeaderBytes = (s: string): string => Buffer.from(s, 'utf8').toString('latin1')
+
+t.test('x-session-id is read as UTF-8: the same session as the id in the body; invalid UTF-8 is refused', async (t) => {
+  const h = await startHarness(t)
+  const chat = (body: Record<string, unknown>, headers: Record<string, string> = {}) =>
+    h.fetch('/api/v1/chat/completions', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...headers },
+      body: JSON.stringify({ model: 'openai/gpt-4o', useRAG: false, ...body }),
+    })
+  const viaHeader = await chat({ messages: [{ role: 'user', content: 'first, by header' }] }, { 'x-session-id': asHeaderBytes('café ☕') })
+  t.equal(viaHeader.status, 200)
+  t.match(await viaHeader.json(), { _metadata: { memory: { sessionId: 'café ☕' } } }, 'the header names the session café ☕')
+  const viaBody = await chat({ sessionId: 'café ☕', messages: [{ role: 'user', content: 'second, by body' }] })
+  t.match(await viaBody.json(), { _metadata: { memory: { sessionId: 'café ☕', historyMessages: 2 } } }, 'the body finds the same session')
+  const list = (await (await h.fetch('/api/v1/sessions')).json()) as { data: Array<{ id: string }> }
+  t.same(list.data.map((s) => s.id), ['café ☕'], 'one session, not two')
+
+  const bad = await chat({ messages: [{ role: 'user', content: 'x' }] }, { 'x-session-id': 'caf\xe9' })
+  t.equal(bad.status, 400, 'a header that is not UTF-8 (a Latin-1 é) is refused')
+  t.match(await bad.json(), { error: { code: 'invalid_parameter', param: 'x-session-id' } })
+
+  // A body whose sessionId holds a byte that is not UTF-8: refused, not read as U+FFFD.
+  const raw = Buffer.concat([
+    Buffer.from('{"model":"openai/gpt-4o","sessionId":"caf', 'utf8'),
+    Buffer.from([0xe9]),
+    Buffer.from('","messages":[{"role":"user","content":"x"}]}', 'utf8'),
+  ])
+  const badBody = await h.fetch('/api/v1/chat/completions', { method: 'POST', headers: { 'content-type': 'application/json' }, body: raw })
+  t.equal(badBody.status, 400, 'a body that is not UTF-8 is refused')
+  t.match(await badBody.json(), { error: { code: 'invalid_json', message: /UTF-8/ } })
+})
+
+t.test('file names with NUL, CR or LF are stored with spaces instead, and the 201 says so', async (t) => {
+  const h = await startHarness(t)
+  for (const name of ['a\nb.txt', 'a\rb.txt', 'a\u0000b.txt', 'a\r\nb.txt']) {
+    const res = await h.fetch('/api/v1/files', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ filename: name, content: 'some text' }),
+    })
+    t.equal(res.status, 201, `${JSON.stringify(name)} stored`)
+    t.match(await res.json(), { filename: name.replace(/[\r\n\u0000]/g, ' ') }, 'under the cleaned name, shown in the 201')
+  }
+  const form = new FormData()
+  form.append('file', new Blob(['some text'], { type: 'text/plain' }), 'line\nbreak.txt')
+  const multipart = await h.fetch('/api/v1/files', { method: 'POST', body: form })
+  t.equal(multipart.status, 201, 'multipart too')
+  await multipart.json()
+  const names = ((await (await h.fetch('/api/v1/files')).json()) as { data: Array<{ filename: string }> }).data.map((f) => f.filename)
+  t.same(names.filter((n) => /[\r\n\u0000]/.test(n)), [], 'no stored name holds NUL, CR or LF')
+})
