@@ -42,6 +42,8 @@ export interface Config {
   /** Upload limit for POST /api/v1/files. */
   maxFileBytes: Bytes
   maxHeaderBytes: Bytes
+  /** Most bytes of a refused request's body read and discarded after the answer, so the client sees it (http/drain.ts). */
+  maxDrainBytes: Bytes
   maxMessages: number
   maxSessionIdLength: number
   maxChunksPerFile: number
@@ -128,6 +130,7 @@ export const DEFAULTS = {
   MAX_BODY_BYTES: String(4 * 1024 * 1024),
   MAX_FILE_BYTES: String(20 * 1024 * 1024),
   MAX_HEADER_BYTES: String(16 * 1024),
+  MAX_DRAIN_BYTES: String(64 * 1024 * 1024),
   MAX_MESSAGES: '1000',
   MAX_SESSION_ID_LENGTH: '256',
   MAX_CHUNKS_PER_FILE: '20000',
@@ -283,6 +286,7 @@ export function loadConfig(env: Env): Config {
     maxBodyBytes: int('MAX_BODY_BYTES', 1024),
     maxFileBytes: int('MAX_FILE_BYTES', 1024),
     maxHeaderBytes: int('MAX_HEADER_BYTES', 1024),
+    maxDrainBytes: int('MAX_DRAIN_BYTES', 0),
     maxMessages: int('MAX_MESSAGES', 1),
     maxSessionIdLength: int('MAX_SESSION_ID_LENGTH', 1, 512),
     maxChunksPerFile: int('MAX_CHUNKS_PER_FILE', 1),

@@ -224,6 +224,8 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     headersTimeout: config.headersTimeout,
     requestTimeout: config.requestTimeout,
     maxHeaderBytes: config.maxHeaderBytes,
+    // The time bound is the one every request has to send its body in.
+    drain: { maxBytes: config.maxDrainBytes, timeout: config.requestTimeout },
     onRateLimited: (plan) => metrics.rateLimited(plan),
     onRequestDone: (r) => {
       const a = r.annotations
