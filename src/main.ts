@@ -29,7 +29,7 @@ import { KeyRepo } from './storage/key-repo.js'
 import { SessionRepo } from './storage/session-repo.js'
 import { openRedis, type RedisStore } from './storage/redis.js'
 import { openStore, type Store } from './storage/store.js'
-import { systemClock, type Clock } from './types.js'
+import { STREAM_FAILURE_REASONS, systemClock, type Clock } from './types.js'
 import { UpstreamClient } from './upstream/client.js'
 import { ModelCatalog } from './upstream/model-catalog.js'
 
@@ -230,6 +230,13 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     onRequestDone: (r) => {
       const a = r.annotations
       const num = (v: unknown): number | undefined => (typeof v === 'number' ? v : undefined)
+      const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined)
+      // Set by the chat handler when a stream that began (200 sent) did not complete (chat/relay-stream.ts).
+      const streamFailure = a.streamFailure === undefined ? undefined : STREAM_FAILURE_REASONS.find((reason) => reason === a.streamFailure)
+      if (streamFailure !== undefined) metrics.streamFailed(streamFailure)
+      const errorCode = r.error?.code ?? str(a.streamError)
+      // Never the upstream's own text: it may quote the request.
+      const errorMessage = r.error ? (r.error.fromUpstream ? undefined : r.error.message) : str(a.streamErrorMessage)
       metrics.observeRequest({ route: r.route, method: r.method, status: r.status, plan: r.tenant?.plan ?? 'none', durationMs: r.durationMs })
       const model = typeof a.model === 'string' ? a.model : undefined
       if (model !== undefined && a.upstreamHeadersMs !== undefined) {
@@ -264,9 +271,10 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
         ...(num(a.promptTokens) !== undefined ? { promptTokens: num(a.promptTokens) } : {}),
         ...(num(a.completionTokens) !== undefined ? { completionTokens: num(a.completionTokens) } : {}),
         ...(num(a.cachedTokens) !== undefined ? { cachedTokens: num(a.cachedTokens) } : {}),
-        ...(r.error ? { errorCode: r.error.code } : {}),
+        ...(streamFailure !== undefined ? { streamFailure } : {}),
+        ...(errorCode !== undefined ? { errorCode } : {}),
         ...(r.error?.param ? { errorParam: r.error.param } : {}),
-        ...(r.error && !r.error.fromUpstream ? { errorMessage: r.error.message } : {}),
+        ...(errorMessage !== undefined ? { errorMessage } : {}),
       })
       if (r.error && r.error.status >= 500) logger.error({ reqId: r.requestId, err: r.error.cause ?? r.error }, 'request failed')
     },

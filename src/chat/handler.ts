@@ -11,7 +11,7 @@ import { readUpstreamBody, type UpstreamClient } from '../upstream/client.js'
 import { upstreamHttpError } from '../upstream/errors.js'
 import type { Bytes, ChatMessage, Clock, Tenant, Tokens } from '../types.js'
 import type { Metadata } from './metadata.js'
-import { relayStream, spliceMetadata, SSE_HEADERS, type Usage } from './relay-stream.js'
+import { relayStream, spliceMetadata, SSE_HEADERS, streamFailure, type Usage } from './relay-stream.js'
 import { upstreamBodyJson } from './upstream-body.js'
 import { replyFromCompletion } from '../messages/reply.js'
 import { validateChat, type ChatRequest, type ValidationLimits } from './validate.js'
@@ -109,8 +109,15 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
           if (shouldSave) await o.planner.save(tenant, req, prepared, reply)
         },
       })
+      // The status (200) is on the wire already: how the stream ended is reported beside it, in the request line and
+      // in recallgate_stream_failures_total (main.ts, onRequestDone), or a failed stream would pass for a success.
       ctx.annotations.outcome = outcome.kind
-      if (outcome.kind === 'failed' && outcome.error) ctx.annotations.streamError = outcome.error.code
+      const failure = streamFailure(outcome)
+      if (failure !== undefined) {
+        ctx.annotations.streamFailure = failure.reason
+        ctx.annotations.streamError = failure.code
+        ctx.annotations.streamErrorMessage = failure.message
+      }
       return
     }
 
