@@ -194,6 +194,7 @@ export function envWithDotenv(env: Env, cwd: string): Env {
 }
 
 export function loadConfig(env: Env): Config {
+  refuseUnbuiltStores(env)
   const get = (name: Variable): string => {
     const v = env[name]
     return v === undefined || v === '' ? DEFAULTS[name] : v.trim()
@@ -329,6 +330,20 @@ export function loadConfig(env: Env): Config {
     rateLimitOnStoreError: onStoreError,
     workers,
   }
+}
+
+/**
+ * Settings for stores that are not built yet. Ignoring one would be worse than refusing it: with `DATABASE_URL` set,
+ * an operator believes keys, sessions and files are shared through PostgreSQL while each replica quietly keeps its
+ * own LMDB in DATA_DIR. The one place that knows: delete the DATABASE_URL check when the PostgreSQL store lands (and
+ * read the variable with the others below).
+ */
+function refuseUnbuiltStores(env: Env): void {
+  if ((env.DATABASE_URL ?? '').trim() !== '')
+    throw new ConfigError(
+      'DATABASE_URL',
+      'the PostgreSQL store is not built yet (docs/scaling.md); unset it to keep keys, sessions and files in LMDB under DATA_DIR',
+    )
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']
