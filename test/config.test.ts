@@ -61,7 +61,9 @@ t.test('.env is read and real variables win', async (t) => {
 
 t.test('recallgate serve with DATABASE_URL set refuses to start, with one line naming it', async (t) => {
   const dataDir = t.testdir({})
-  const err = await spawnGateway({ DATA_DIR: dataDir, DATABASE_URL: 'postgres://recallgate@db/recallgate' }).then(
+  // It exits long before this bound; the bound is for a loaded machine, where starting from source takes a while.
+  const env = { DATA_DIR: dataDir, DATABASE_URL: 'postgres://recallgate@db/recallgate' }
+  const err = await spawnGateway(env, { readyTimeoutMs: 240_000 }).then(
     async (gw) => {
       await gw.stop()
       return undefined
