@@ -57,6 +57,8 @@ export interface Config {
   upstreamBodyTimeout: Ms
   upstreamConnections: number
   modelsCacheTtl: Ms
+  /** /readyz also requires the upstream to answer GET /models at UPSTREAM_BASE_URL (READY_CHECK_UPSTREAM=1). */
+  readyCheckUpstream: boolean
 
   /** Window used for models the upstream's list does not know. */
   defaultContextLength: Tokens
@@ -141,6 +143,7 @@ export const DEFAULTS = {
   UPSTREAM_BODY_TIMEOUT_MS: '120000',
   UPSTREAM_CONNECTIONS: '1024',
   MODELS_CACHE_TTL_MS: '300000',
+  READY_CHECK_UPSTREAM: '0',
   DEFAULT_CONTEXT_LENGTH: '8192',
   DEFAULT_MAX_TOKENS: '1024',
   IMAGE_TOKENS_ESTIMATE: '765',
@@ -256,6 +259,10 @@ export function loadConfig(env: Env): Config {
       `${workers} processes need REDIS_URL: without a shared store each would enforce the whole rate limit on its own`,
     )
 
+  const readyCheckUpstream = get('READY_CHECK_UPSTREAM')
+  if (readyCheckUpstream !== '0' && readyCheckUpstream !== '1')
+    throw new ConfigError('READY_CHECK_UPSTREAM', `must be 0 or 1, got "${readyCheckUpstream}"`)
+
   const recall = get('RECALL')
   if (recall !== 'on' && recall !== 'off') throw new ConfigError('RECALL', `must be "on" or "off", got "${recall}"`)
   const promptCache = get('PROMPT_CACHE')
@@ -298,6 +305,7 @@ export function loadConfig(env: Env): Config {
     upstreamBodyTimeout: int('UPSTREAM_BODY_TIMEOUT_MS', 10),
     upstreamConnections: int('UPSTREAM_CONNECTIONS', 1, 65535),
     modelsCacheTtl: int('MODELS_CACHE_TTL_MS', 0),
+    readyCheckUpstream: readyCheckUpstream === '1',
     defaultContextLength: int('DEFAULT_CONTEXT_LENGTH', 256),
     defaultMaxTokens: int('DEFAULT_MAX_TOKENS', 1),
     mediaTokens: { image: int('IMAGE_TOKENS_ESTIMATE', 0), file: int('FILE_TOKENS_ESTIMATE', 0) },

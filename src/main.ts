@@ -131,6 +131,9 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     xTitle: config.xTitle,
   })
   const catalog = new ModelCatalog({ upstream, ttl: config.modelsCacheTtl, clock })
+  // Off by default: an upstream outage would take every replica out of the balancer at once, which helps no one; on, it
+  // catches a wrong UPSTREAM_BASE_URL before traffic does (issue 27).
+  if (config.readyCheckUpstream) readiness.push({ name: 'upstream', required: true, check: () => catalog.check() })
 
   const counter = new TokenCounter({ margins: config.tokenMargins, media: config.mediaTokens })
   const sessions = new SessionRepo(store, { maxMessagesPerSession: config.maxSessionMessages, clock: now, counter })

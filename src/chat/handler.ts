@@ -133,8 +133,8 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
       throw gatewayError('upstream_invalid_response', { message: 'The upstream response is not a JSON object', cause: err })
     }
     if (completion.error !== undefined && completion.choices === undefined) {
-      // OpenRouter can answer 200 with an error body (e.g. a provider failure after routing).
-      throw upstreamHttpError(502, withoutSecret(text, authorization))
+      // OpenRouter can answer 200 with an error body (e.g. a provider failure after routing): a 502 to the client.
+      throw upstreamHttpError(upstream.status, withoutSecret(text, authorization))
     }
     const usage = completion.usage as Usage | undefined
     o.planner.observeUsage(req.model, prepared.countedTokens, usage)
