@@ -41,7 +41,11 @@ function logged(gw: ChildGateway, route: string): Array<{ status: number; errorC
 /** One gateway process for the tests below; its upstream is never called (every request here is refused first). */
 async function gateway(t: Test): Promise<ChildGateway & { client(o?: { maxRetries?: number }): OpenAI; fetch(path: string, init?: RequestInit): Promise<Response> }> {
   const dataDir = mkdtempSync(join(tmpdir(), 'recallgate-413-'))
-  const gw = await spawnGateway({ DATA_DIR: dataDir, SERVICE_KEYS: `${KEY_A}:unlimited`, UPSTREAM_BASE_URL: 'http://127.0.0.1:9/api/v1' })
+  // A generous bound: starting from source on a loaded machine can take longer than the helper's 30 s default.
+  const gw = await spawnGateway(
+    { DATA_DIR: dataDir, SERVICE_KEYS: `${KEY_A}:unlimited`, UPSTREAM_BASE_URL: 'http://127.0.0.1:9/api/v1' },
+    { readyTimeoutMs: 120_000 },
+  )
   t.teardown(async () => {
     await gw.stop()
     rmSync(dataDir, { recursive: true, force: true })
