@@ -42,6 +42,8 @@ export interface Config {
   /** Upload limit for POST /api/v1/files. */
   maxFileBytes: Bytes
   maxHeaderBytes: Bytes
+  /** Most bytes of a refused request's body read and discarded after the answer, so the client sees it (http/drain.ts). */
+  maxDrainBytes: Bytes
   maxMessages: number
   maxSessionIdLength: number
   maxChunksPerFile: number
@@ -55,6 +57,8 @@ export interface Config {
   upstreamBodyTimeout: Ms
   upstreamConnections: number
   modelsCacheTtl: Ms
+  /** /readyz also requires the upstream to answer GET /models at UPSTREAM_BASE_URL (READY_CHECK_UPSTREAM=1). */
+  readyCheckUpstream: boolean
 
   /** Window used for models the upstream's list does not know. */
   defaultContextLength: Tokens
@@ -146,6 +150,7 @@ export const DEFAULTS = {
   MAX_BODY_BYTES: String(4 * 1024 * 1024),
   MAX_FILE_BYTES: String(20 * 1024 * 1024),
   MAX_HEADER_BYTES: String(16 * 1024),
+  MAX_DRAIN_BYTES: String(64 * 1024 * 1024),
   MAX_MESSAGES: '1000',
   MAX_SESSION_ID_LENGTH: '256',
   MAX_CHUNKS_PER_FILE: '20000',
@@ -156,6 +161,7 @@ export const DEFAULTS = {
   UPSTREAM_BODY_TIMEOUT_MS: '120000',
   UPSTREAM_CONNECTIONS: '1024',
   MODELS_CACHE_TTL_MS: '300000',
+  READY_CHECK_UPSTREAM: '0',
   DEFAULT_CONTEXT_LENGTH: '8192',
   DEFAULT_MAX_TOKENS: '1024',
   IMAGE_TOKENS_ESTIMATE: '765',
@@ -217,6 +223,7 @@ export function envWithDotenv(env: Env, cwd: string): Env {
 }
 
 export function loadConfig(env: Env): Config {
+  refuseUnbuiltStores(env)
   const get = (name: Variable): string => {
     const v = env[name]
     return v === undefined || v === '' ? DEFAULTS[name] : v.trim()
@@ -278,6 +285,10 @@ export function loadConfig(env: Env): Config {
       `${workers} processes need REDIS_URL: without a shared store each would enforce the whole rate limit on its own`,
     )
 
+  const readyCheckUpstream = get('READY_CHECK_UPSTREAM')
+  if (readyCheckUpstream !== '0' && readyCheckUpstream !== '1')
+    throw new ConfigError('READY_CHECK_UPSTREAM', `must be 0 or 1, got "${readyCheckUpstream}"`)
+
   const recall = get('RECALL')
   if (recall !== 'on' && recall !== 'off') throw new ConfigError('RECALL', `must be "on" or "off", got "${recall}"`)
   const promptCache = get('PROMPT_CACHE')
@@ -309,6 +320,7 @@ export function loadConfig(env: Env): Config {
     maxBodyBytes: int('MAX_BODY_BYTES', 1024),
     maxFileBytes: int('MAX_FILE_BYTES', 1024),
     maxHeaderBytes: int('MAX_HEADER_BYTES', 1024),
+    maxDrainBytes: int('MAX_DRAIN_BYTES', 0),
     maxMessages: int('MAX_MESSAGES', 1),
     maxSessionIdLength: int('MAX_SESSION_ID_LENGTH', 1, 512),
     maxChunksPerFile: int('MAX_CHUNKS_PER_FILE', 1),
@@ -319,6 +331,7 @@ export function loadConfig(env: Env): Config {
     upstreamBodyTimeout: int('UPSTREAM_BODY_TIMEOUT_MS', 10),
     upstreamConnections: int('UPSTREAM_CONNECTIONS', 1, 65535),
     modelsCacheTtl: int('MODELS_CACHE_TTL_MS', 0),
+    readyCheckUpstream: readyCheckUpstream === '1',
     defaultContextLength: int('DEFAULT_CONTEXT_LENGTH', 256),
     defaultMaxTokens: int('DEFAULT_MAX_TOKENS', 1),
     mediaTokens: { image: int('IMAGE_TOKENS_ESTIMATE', 0), file: int('FILE_TOKENS_ESTIMATE', 0) },
@@ -361,6 +374,20 @@ export function loadConfig(env: Env): Config {
       maxTextChars: int('EXTRACT_MAX_TEXT_CHARS', 1024),
     },
   }
+}
+
+/**
+ * Settings for stores that are not built yet. Ignoring one would be worse than refusing it: with `DATABASE_URL` set,
+ * an operator believes keys, sessions and files are shared through PostgreSQL while each replica quietly keeps its
+ * own LMDB in DATA_DIR. The one place that knows: delete the DATABASE_URL check when the PostgreSQL store lands (and
+ * read the variable with the others below).
+ */
+function refuseUnbuiltStores(env: Env): void {
+  if ((env.DATABASE_URL ?? '').trim() !== '')
+    throw new ConfigError(
+      'DATABASE_URL',
+      'the PostgreSQL store is not built yet (docs/scaling.md); unset it to keep keys, sessions and files in LMDB under DATA_DIR',
+    )
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']

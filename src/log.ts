@@ -102,7 +102,9 @@ export interface RequestLogInput {
   completionTokens?: Tokens
   /** Prompt tokens the provider served from its cache. */
   cachedTokens?: Tokens
-  /** The error registry code when the response is an error. */
+  /** Why a streamed reply that began (status 200) did not complete (types.ts STREAM_FAILURE_REASONS). */
+  streamFailure?: string
+  /** The error registry code when the response is an error, or a begun stream failed. */
   errorCode?: string
   /** The field the error names, and our message (never the upstream's: it may quote the request). */
   errorParam?: string
@@ -127,6 +129,7 @@ export interface RequestLogRecord {
   promptTokens?: number
   completionTokens?: number
   cachedTokens?: number
+  streamFailure?: string
   errorCode?: string
   errorParam?: string
   errorMessage?: string
@@ -155,6 +158,7 @@ export function requestLogFields(i: RequestLogInput): RequestLogRecord {
   if (i.promptTokens !== undefined) r.promptTokens = i.promptTokens
   if (i.completionTokens !== undefined) r.completionTokens = i.completionTokens
   if (i.cachedTokens !== undefined) r.cachedTokens = i.cachedTokens
+  if (i.streamFailure !== undefined) r.streamFailure = i.streamFailure
   if (i.errorCode !== undefined) r.errorCode = i.errorCode
   if (i.errorParam !== undefined) r.errorParam = i.errorParam
   // Bounded: a message may name a value the client sent (a file id); our messages never carry content or keys.
@@ -162,9 +166,12 @@ export function requestLogFields(i: RequestLogInput): RequestLogRecord {
   return r
 }
 
-/** Server faults are errors; everything a client caused (4xx) is normal traffic and logs at info. */
-export function requestLogLevel(status: number): 'info' | 'error' {
-  return status >= 500 ? 'error' : 'info'
+/**
+ * Server faults are errors; everything a client caused (4xx) is normal traffic and logs at info. A stream that failed
+ * after its 200 is a fault too, unless it was the client that left.
+ */
+export function requestLogLevel(status: number, streamFailure?: string): 'info' | 'error' {
+  return status >= 500 || (streamFailure !== undefined && streamFailure !== 'client_gone') ? 'error' : 'info'
 }
 
 /**
@@ -190,7 +197,7 @@ const unredacted = new WeakMap<Logger, Logger>()
 
 /** Write the one line for a finished request. */
 export function logRequest(logger: Logger, i: RequestLogInput): void {
-  const level = requestLogLevel(i.status)
+  const level = requestLogLevel(i.status, i.streamFailure)
   const format = lineFormats.get(logger)
   if (format === undefined) {
     let plain = unredacted.get(logger)

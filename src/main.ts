@@ -39,7 +39,7 @@ import { SessionRepo } from './storage/session-repo.js'
 import { openRedis, type RedisStore } from './storage/redis.js'
 import { openStore, type Store } from './storage/store.js'
 import { StoreCapacity } from './storage/capacity.js'
-import { systemClock, type Clock } from './types.js'
+import { STREAM_FAILURE_REASONS, systemClock, type Clock } from './types.js'
 import { UpstreamClient } from './upstream/client.js'
 import { ModelCatalog } from './upstream/model-catalog.js'
 
@@ -149,6 +149,9 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     xTitle: config.xTitle,
   })
   const catalog = new ModelCatalog({ upstream, ttl: config.modelsCacheTtl, clock })
+  // Off by default: an upstream outage would take every replica out of the balancer at once, which helps no one; on, it
+  // catches a wrong UPSTREAM_BASE_URL before traffic does (issue 27).
+  if (config.readyCheckUpstream) readiness.push({ name: 'upstream', required: true, check: () => catalog.check() })
 
   const counter = new TokenCounter({ margins: config.tokenMargins, media: config.mediaTokens })
   const sessions = new SessionRepo(store, { maxMessagesPerSession: config.maxSessionMessages, clock: now, counter })
@@ -317,10 +320,19 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     headersTimeout: config.headersTimeout,
     requestTimeout: config.requestTimeout,
     maxHeaderBytes: config.maxHeaderBytes,
+    // The time bound is the one every request has to send its body in.
+    drain: { maxBytes: config.maxDrainBytes, timeout: config.requestTimeout },
     onRateLimited: (plan) => metrics.rateLimited(plan),
     onRequestDone: (r) => {
       const a = r.annotations
       const num = (v: unknown): number | undefined => (typeof v === 'number' ? v : undefined)
+      const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined)
+      // Set by the chat handler when a stream that began (200 sent) did not complete (chat/relay-stream.ts).
+      const streamFailure = a.streamFailure === undefined ? undefined : STREAM_FAILURE_REASONS.find((reason) => reason === a.streamFailure)
+      if (streamFailure !== undefined) metrics.streamFailed(streamFailure)
+      const errorCode = r.error?.code ?? str(a.streamError)
+      // Never the upstream's own text: it may quote the request.
+      const errorMessage = r.error ? (r.error.fromUpstream ? undefined : r.error.message) : str(a.streamErrorMessage)
       metrics.observeRequest({ route: r.route, method: r.method, status: r.status, plan: r.tenant?.plan ?? 'none', durationMs: r.durationMs })
       const model = typeof a.model === 'string' ? a.model : undefined
       if (model !== undefined && a.upstreamHeadersMs !== undefined) {
@@ -355,9 +367,10 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
         ...(num(a.promptTokens) !== undefined ? { promptTokens: num(a.promptTokens) } : {}),
         ...(num(a.completionTokens) !== undefined ? { completionTokens: num(a.completionTokens) } : {}),
         ...(num(a.cachedTokens) !== undefined ? { cachedTokens: num(a.cachedTokens) } : {}),
-        ...(r.error ? { errorCode: r.error.code } : {}),
+        ...(streamFailure !== undefined ? { streamFailure } : {}),
+        ...(errorCode !== undefined ? { errorCode } : {}),
         ...(r.error?.param ? { errorParam: r.error.param } : {}),
-        ...(r.error && !r.error.fromUpstream ? { errorMessage: r.error.message } : {}),
+        ...(errorMessage !== undefined ? { errorMessage } : {}),
       })
       if (r.trace !== undefined && r.tenant !== undefined && recorder.enabled) {
         recorder.record(r.tenant.id, {

@@ -11,7 +11,7 @@
  * The metric list with meanings is documented in docs/operations.md; keep both in step.
  */
 import { collectDefaultMetrics, Counter, Gauge, Registry, type Metric } from 'prom-client'
-import { PLANS, type Ms } from './types.js'
+import { PLANS, STREAM_FAILURE_REASONS, type Ms, type StreamFailureReason } from './types.js'
 
 export interface Metrics {
   readonly registry: Registry
@@ -23,6 +23,8 @@ export interface Metrics {
   /** `cached`: prompt tokens the provider served from its prompt cache (`usage.prompt_tokens_details.cached_tokens`). */
   tokens(o: { model: string; prompt: number; completion: number; cached?: number }): void
   rateLimited(plan: string): void
+  /** A streamed reply that began (200 sent) and did not complete, by why (types.ts STREAM_FAILURE_REASONS). */
+  streamFailed(reason: StreamFailureReason): void
   /** One call to a store (`redis`, `postgres`): its latency and whether it failed. `op` is a closed set per store. */
   storeOp(o: { store: StoreName; op: string; ms: Ms; ok: boolean }): void
   /** A rate check decided without the shared store (it was failing), by what was decided. */
@@ -260,6 +262,17 @@ export function createMetrics(o: MetricsOptions = {}): Metrics {
     labelNames: ['plan'] as const,
     registers,
   })
+  // A rare event, so prom-client's own counter (the cells above are for the per-request hot path). Every reason is
+  // exported from the start at 0, so a rate() or an alert on one has a series before its first failure.
+  const streamFailures = new Counter({
+    name: 'recallgate_stream_failures_total',
+    help:
+      'Streamed replies that began (status 200 sent) and did not complete, by reason: upstream_reset, ' +
+      'upstream_timeout, upstream_invalid, upstream_error (the upstream sent an error event), client_gone, internal.',
+    labelNames: ['reason'] as const,
+    registers,
+  })
+  for (const reason of STREAM_FAILURE_REASONS) streamFailures.inc({ reason }, 0)
 
   const storeDuration = new CellHistogram(
     'recallgate_store_operation_seconds',
@@ -388,6 +401,9 @@ export function createMetrics(o: MetricsOptions = {}): Metrics {
     },
     rateLimited(plan) {
       rateLimitedCounter.inc({ plan: planLabel(plan) })
+    },
+    streamFailed(reason) {
+      streamFailures.inc({ reason })
     },
     storeOp(o) {
       const op = ops.of(o.op)

@@ -47,6 +47,14 @@ export interface ChatMessage {
   readonly [field: string]: unknown
 }
 
+/**
+ * Why a streamed reply that had begun (status 200 and headers sent) did not complete: the `reason` of
+ * `recallgate_stream_failures_total` and `streamFailure` in the request line. A closed set, so the metric's label
+ * cannot grow. Derived from what the relay reports (chat/relay-stream.ts, `streamFailure`).
+ */
+export const STREAM_FAILURE_REASONS = ['upstream_reset', 'upstream_timeout', 'upstream_invalid', 'upstream_error', 'client_gone', 'internal'] as const
+export type StreamFailureReason = (typeof STREAM_FAILURE_REASONS)[number]
+
 export const PLANS = ['free', 'pro', 'premium', 'enterprise', 'unlimited'] as const
 export type Plan = (typeof PLANS)[number]
 

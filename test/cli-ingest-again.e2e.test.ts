@@ -1,9 +1,11 @@
 /**
  * `recallgate ingest` run again on the same folder against a real gateway: unchanged files are skipped, a changed
  * file replaces its older copy, and search hits and `_metadata.rag.sources` carry each file's metadata (its path).
+ * A file's identity is its whole path relative to the root: same-named files in different folders stay two files,
+ * and a file named on its own after its folder was ingested is the same file, not a second copy.
  */
-import t from 'tap'
-import { mkdtempSync, mkdirSync, writeFileSync } from 'node:fs'
+import t, { type Test } from 'tap'
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { run } from '../src/cli/ingest.js'
@@ -19,7 +21,7 @@ t.test('ingest twice: nothing duplicated; a changed file is replaced; hits say w
   writeFileSync(join(dir, 'sub', 'a.md'), '# Alpha again\n\nThe quindle valve is blue.')
   const ingest = async (): Promise<string> => {
     const io = capturedIo()
-    t.equal(await run([dir, '--url', h.gw.url, '--key', KEY_A], io), 0, io.err())
+    t.equal(await run([dir, '--root', root, '--url', h.gw.url, '--key', KEY_A], io), 0, io.err())
     return io.out()
   }
   const files = async () =>
@@ -46,4 +48,66 @@ t.test('ingest twice: nothing duplicated; a changed file is replaced; hits say w
   const chat = await h.client().chat.completions.create({ model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'When does the zorblat engine run?' }] })
   const sources = (chat as unknown as { _metadata: { rag: { sources: Array<{ metadata: { path: string } }> } } })._metadata.rag.sources
   t.match(sources[0], { metadata: { path: 'docs/a.md' } }, '_metadata.rag.sources carry the metadata')
+})
+
+type Stored = { id: string; metadata: { path: string } }
+
+async function setup(t: Test) {
+  const h = await startHarness(t)
+  const root = mkdtempSync(join(tmpdir(), 'recallgate-ingest-identity-'))
+  t.teardown(() => rmSync(root, { recursive: true, force: true }))
+  const ingest = async (...paths: string[]): Promise<string> => {
+    const io = capturedIo()
+    // Relative paths, as a user types them: they are resolved against --root's folder, the test's stand-in for cwd.
+    const args = paths.map((p) => join(root, p))
+    t.equal(await run([...args, '--root', root, '--url', h.gw.url, '--key', KEY_A], io), 0, io.err())
+    return io.out()
+  }
+  const files = async (): Promise<Stored[]> => ((await (await h.fetch('/api/v1/files', { provider: null })).json()) as { data: Stored[] }).data
+  const search = async (query: string): Promise<Array<{ text: string; metadata: { path: string } }>> => {
+    const r = await h.fetch('/api/v1/files/search', { method: 'POST', provider: null, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }) })
+    return ((await r.json()) as { data: Array<{ text: string; metadata: { path: string } }> }).data
+  }
+  return { root, ingest, files, search }
+}
+
+t.test('same-named files in different folders: changing one never replaces the other', async (t) => {
+  const { root, ingest, files, search } = await setup(t)
+  mkdirSync(join(root, 'a'))
+  mkdirSync(join(root, 'b'))
+  writeFileSync(join(root, 'a', 'readme.md'), '# A\n\nThe zorblat engine runs on Tuesdays.')
+  writeFileSync(join(root, 'b', 'readme.md'), '# B\n\nThe quindle valve is painted blue.')
+
+  t.match(await ingest('a/readme.md', 'b/readme.md'), /Uploaded 2 files /)
+  t.same((await files()).map((f) => f.metadata.path).sort(), ['a/readme.md', 'b/readme.md'], 'each keeps its folder in its path')
+
+  writeFileSync(join(root, 'a', 'readme.md'), '# A\n\nThe zorblat engine now runs on Fridays.')
+  const out = await ingest('a/readme.md')
+  t.match(out, /^ok {4}a\/readme\.md .*replaced the older copy/m)
+  t.same((await files()).map((f) => f.metadata.path).sort(), ['a/readme.md', 'b/readme.md'], 'b/readme.md is still stored')
+  const hits = await search('quindle valve')
+  t.match(hits[0], { metadata: { path: 'b/readme.md' } }, "b/readme.md's content is still found")
+  t.match(hits[0]?.text, /painted blue/)
+  t.notOk((await search('zorblat engine')).some((x) => /Tuesdays/.test(x.text)), "a/readme.md's old content is gone")
+})
+
+t.test('a folder, then one of its files on its own (any spelling): the same file, not a second copy', async (t) => {
+  const { root, ingest, files } = await setup(t)
+  mkdirSync(join(root, 'handbook'))
+  writeFileSync(join(root, 'handbook', 'refunds.txt'), 'Refunds are paid within 14 days.')
+  writeFileSync(join(root, 'handbook', 'shipping.txt'), 'Parcels ship on weekdays.')
+
+  t.match(await ingest('./handbook'), /Uploaded 2 files /)
+  const first = await files()
+  t.same(first.map((f) => f.metadata.path).sort(), ['handbook/refunds.txt', 'handbook/shipping.txt'])
+
+  t.match(await ingest('handbook/refunds.txt'), /^same  handbook\/refunds\.txt  \(already stored, skipped\)$/m)
+  t.match(await ingest('./handbook//refunds.txt'), /Uploaded 0 files .*; 1 unchanged/, 'a ./ or a doubled slash is the same path')
+  t.same((await files()).map((f) => f.id).sort(), first.map((f) => f.id).sort(), 'no second copy')
+
+  writeFileSync(join(root, 'handbook', 'refunds.txt'), 'Refunds are paid within 30 days.')
+  t.match(await ingest('handbook/refunds.txt'), /\(1 replacing older copies\)/)
+  t.match(await ingest('handbook'), /Uploaded 0 files .*; 2 unchanged/, 'the folder sees the single-file upload as its own file')
+  const after = await files()
+  t.same(after.map((f) => f.metadata.path).sort(), ['handbook/refunds.txt', 'handbook/shipping.txt'], 'still one copy each')
 })

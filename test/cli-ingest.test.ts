@@ -112,7 +112,7 @@ t.test('uploads a folder: supported files go up, others are skipped, a 415 is re
   const root = await folder(t, { 'guide/a.md': '# Guide\n\nHello there.', 'b.csv': 'x,y\n1,2\n', 'c.xyz': 'binary-ish' })
   const cli = io({ RECALLGATE_URL: gw.url, RECALLGATE_KEY: KEY })
 
-  const code = await ingest([root], cli)
+  const code = await ingest(['--root', t.testdirName, root], cli)
 
   t.equal(code, 1, 'exit 1 because one file failed')
   t.same(gw.uploads.map((u) => u.filename).sort(), ['a.md', 'b.csv'], 'the .xyz file never reached the server')
@@ -138,11 +138,11 @@ t.test('flags override the environment; concurrency is respected; hidden entries
   const single = join(root, '.env.md')
   const cli = io({ RECALLGATE_URL: 'http://127.0.0.1:1', RECALLGATE_KEY: 'wrong-key' })
 
-  const code = await ingest([root, single, `--url=${gw.url}/`, '--key', KEY, '--concurrency', '2'], cli)
+  const code = await ingest(['--root', t.testdirName, root, single, `--url=${gw.url}/`, '--key', KEY, '--concurrency', '2'], cli)
 
   t.equal(code, 0)
   t.same(gw.uploads.map((u) => u.metadata).map((m) => (m as { path: string }).path).sort(), [
-    '.env.md', // named explicitly, so uploaded even though hidden
+    'docs/.env.md', // named explicitly, so uploaded even though hidden
     'docs/f0.txt',
     'docs/f1.txt',
     'docs/f2.txt',
@@ -166,7 +166,7 @@ t.test('a 429 is waited out with Retry-After (injected sleep) and retried', asyn
   const root = await folder(t, { 'a.txt': 'alpha' })
   const sleeps: number[] = []
   const cli = io({ RECALLGATE_KEY: KEY }, { sleeps })
-  const code = await ingest([root, '--url', gw.url], cli)
+  const code = await ingest(['--root', t.testdirName, root, '--url', gw.url], cli)
   t.equal(code, 0)
   t.same(sleeps, [7000])
   t.equal(gw.uploads.length, 2, 'the same file was sent twice')
@@ -181,7 +181,7 @@ t.test('an unreachable gateway stops the run instead of failing file after file'
   await new Promise<void>((resolve) => closed.close(() => resolve()))
   const root = await folder(t, { 'a.txt': 'a', 'b.txt': 'b', 'c.txt': 'c', 'd.txt': 'd' })
   const cli = io({ RECALLGATE_KEY: KEY })
-  const code = await ingest([root, '--url', `http://127.0.0.1:${port}`, '--concurrency', '1'], cli)
+  const code = await ingest(['--root', t.testdirName, root, '--url', `http://127.0.0.1:${port}`, '--concurrency', '1'], cli)
   t.equal(code, 1)
   t.match(cli.out(), new RegExp(`Stopped early: gateway unreachable at http://127.0.0.1:${port} \\(ECONNREFUSED\\); 3 files not attempted\\.`))
 })
@@ -190,7 +190,7 @@ t.test('a rejected service key stops the run', async (t) => {
   const gw = await fakeGateway(t, () => ({ status: 401, body: { error: { message: 'Invalid service key', code: 'invalid_service_key' } } }))
   const root = await folder(t, { 'a.txt': 'a', 'b.txt': 'b', 'c.txt': 'c' })
   const cli = io({ RECALLGATE_KEY: 'nope-nope', RECALLGATE_URL: gw.url })
-  t.equal(await ingest([root, '--concurrency', '1'], cli), 1)
+  t.equal(await ingest(['--root', t.testdirName, root, '--concurrency', '1'], cli), 1)
   t.equal(gw.uploads.length, 1)
   t.match(cli.out(), /Stopped early: 401 invalid_service_key: Invalid service key; 2 files not attempted\./)
 })
@@ -199,12 +199,12 @@ t.test('missing paths fail; nothing supported at all is an error too', async (t)
   const gw = await fakeGateway(t)
   const root = await folder(t, { 'a.txt': 'a', 'img.png': 'png' })
   const cli = io({ RECALLGATE_KEY: KEY, RECALLGATE_URL: gw.url })
-  t.equal(await ingest([root, join(root, 'missing.md')], cli), 1)
+  t.equal(await ingest(['--root', t.testdirName, root, join(root, 'missing.md')], cli), 1)
   t.equal(gw.uploads.length, 1)
   t.match(cli.out(), /missing\.md: ENOENT/)
 
   const only = io({ RECALLGATE_KEY: KEY, RECALLGATE_URL: gw.url })
-  t.equal(await ingest([join(root, 'img.png')], only), 1)
+  t.equal(await ingest(['--root', t.testdirName, join(root, 'img.png')], only), 1)
   t.match(only.err(), /^No supported files found/)
 })
 
@@ -212,7 +212,7 @@ t.test('on a terminal, a progress bar is redrawn in place', async (t) => {
   const gw = await fakeGateway(t)
   const root = await folder(t, { 'a.txt': 'a', 'b.txt': 'b' })
   const cli = io({ RECALLGATE_KEY: KEY, RECALLGATE_URL: gw.url }, { tty: true })
-  t.equal(await ingest([root], cli), 0)
+  t.equal(await ingest(['--root', t.testdirName, root], cli), 0)
   const out = cli.out()
   t.match(out, /\r\x1b\[2K\[░+\] 0\/2/)
   // Both uploads run at once, so either may finish last.
@@ -237,6 +237,8 @@ t.test('usage: --help, missing key, bad flags', async (t) => {
     [['.', '--concurrency=lots'], /--concurrency must be a whole number/],
     [['.', '--url', 'ftp://x'], /--url must be an http\(s\) URL/],
     [['.', '--url'], /argument missing/],
+    [['..', '--root', '.'], /^error: \.\. is outside the root .*: run ingest from a folder that contains it, or pass --root/],
+    [['.', '--root', 'no-such-folder-here'], /--root must be an existing folder, got "no-such-folder-here"/],
   ]
   for (const [argv, message] of cases) {
     const c = io({ RECALLGATE_KEY: KEY })

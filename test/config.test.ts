@@ -1,5 +1,7 @@
 import t from 'tap'
+import { readdirSync } from 'node:fs'
 import { ConfigError, envWithDotenv, loadConfig } from '../src/config.js'
+import { spawnGateway } from './helpers/child-gateway.js'
 
 t.test('defaults match the contract', async (t) => {
   const c = loadConfig({})
@@ -32,6 +34,7 @@ const invalid: Array<[Record<string, string>, RegExp]> = [
   [{ RATE_LIMIT_ON_STORE_ERROR: 'maybe' }, /^RATE_LIMIT_ON_STORE_ERROR: /],
   [{ REDIS_TIMEOUT_MS: '0' }, /^REDIS_TIMEOUT_MS: /],
   [{ WORKERS: '2' }, /^WORKERS: .*REDIS_URL/],
+  [{ DATABASE_URL: 'postgres://recallgate@db/recallgate' }, /^DATABASE_URL: the PostgreSQL store is not built yet/],
 ]
 for (const [env, re] of invalid) {
   t.test(`invalid ${Object.keys(env).join('+')} names the variable in one line`, async (t) => {
@@ -54,4 +57,23 @@ t.test('.env is read and real variables win', async (t) => {
   t.equal(c.port, 9999)
   t.equal(c.host, '127.0.0.2')
   t.same(envWithDotenv({ A: '1' }, t.testdir({})), { A: '1' }, 'no .env is fine')
+})
+
+t.test('recallgate serve with DATABASE_URL set refuses to start, with one line naming it', async (t) => {
+  const dataDir = t.testdir({})
+  // It exits long before this bound; the bound is for a loaded machine, where starting from source takes a while.
+  const env = { DATA_DIR: dataDir, DATABASE_URL: 'postgres://recallgate@db/recallgate' }
+  const err = await spawnGateway(env, { readyTimeoutMs: 240_000 }).then(
+    async (gw) => {
+      await gw.stop()
+      return undefined
+    },
+    (e: unknown) => e as Error,
+  )
+  t.ok(err, 'the gateway did not start listening')
+  t.match(err?.message, /gateway exited before listening \(code 2,/, 'it exited with status 2, as for any invalid configuration')
+  const stderr = (err?.message ?? '').split('\nstderr: ')[1] ?? ''
+  t.match(stderr, /^recallgate: invalid configuration: DATABASE_URL: the PostgreSQL store is not built yet .*\n$/, 'stderr is the one line')
+  t.equal(stderr.trimEnd().split('\n').length, 1, 'one line')
+  t.same(readdirSync(dataDir), [], 'nothing was written to DATA_DIR')
 })

@@ -36,11 +36,13 @@ const CASES: Array<[string, RequestLogInput]> = [
   ['a lone surrogate', { ...BASE, model: 'vendor/\ud800name' }],
   ['non-finite numbers', { ...BASE, durationMs: Infinity, promptTokens: NaN }],
   ['negative overhead clamps to zero', { ...BASE, durationMs: 1, upstreamMs: 2 }],
+  ['a stream that failed after its 200 (error level)', { ...BASE, stream: true, streamFailure: 'upstream_reset', errorCode: 'upstream_unreachable', errorMessage: 'The upstream provider could not be reached (UND_ERR_SOCKET)' }],
+  ['a stream the client left (info level)', { ...BASE, stream: true, streamFailure: 'client_gone', errorCode: 'client_closed_request' }],
 ]
 
 /** The line pino itself writes for the same record (time aside), through the same logger's configuration. */
 function viaPino(logger: pino.Logger, i: RequestLogInput): void {
-  logger.child({}, { redact: { paths: [] } })[requestLogLevel(i.status)](requestLogFields(i), 'request')
+  logger.child({}, { redact: { paths: [] } })[requestLogLevel(i.status, i.streamFailure)](requestLogFields(i), 'request')
 }
 
 const withoutTime = (line: string): string => line.replace(/"time":"[^"]*"/, '"time":"-"')

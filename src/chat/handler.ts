@@ -13,7 +13,7 @@ import type { UpstreamClient } from '../upstream/client.js'
 import { callUpstream, readCompletion } from './upstream-call.js'
 import type { Bytes, ChatMessage, Clock, PromptTrace, Tenant, Tokens } from '../types.js'
 import type { Metadata } from './metadata.js'
-import { relayStream, spliceMetadata, SSE_HEADERS, type Usage } from './relay-stream.js'
+import { relayStream, spliceMetadata, SSE_HEADERS, streamFailure, type StreamOutcome, type Usage } from './relay-stream.js'
 import { upstreamBodyJson } from './upstream-body.js'
 import { replyFromCompletion } from '../messages/reply.js'
 import { validateChat, type ChatRequest, type ValidationLimits } from './validate.js'
@@ -108,8 +108,7 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
           if (shouldSave) await save(o.planner, tenant, req, prepared, reply)
         },
       })
-      ctx.annotations.outcome = outcome.kind
-      if (outcome.kind === 'failed' && outcome.error) ctx.annotations.streamError = outcome.error.code
+      annotateOutcome(ctx.annotations, outcome)
       return
     }
 
@@ -137,6 +136,20 @@ async function save(planner: ChatPlanner, tenant: Tenant, req: ChatRequest, prep
     await planner.save(tenant, req, prepared, reply)
   } catch (err) {
     throw storeFailure(err) ?? err
+  }
+}
+
+/**
+ * The status (200) is on the wire already when a stream ends: how it ended is reported beside it, in the request line
+ * and in recallgate_stream_failures_total (main.ts, onRequestDone), or a failed stream would pass for a success.
+ */
+export function annotateOutcome(a: Record<string, string | number | boolean | undefined>, outcome: StreamOutcome): void {
+  a.outcome = outcome.kind
+  const failure = streamFailure(outcome)
+  if (failure !== undefined) {
+    a.streamFailure = failure.reason
+    a.streamError = failure.code
+    a.streamErrorMessage = failure.message
   }
 }
 

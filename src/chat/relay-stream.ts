@@ -20,7 +20,7 @@ import { ChunkReader } from '../upstream/chunk-reader.js'
 import { transportError, upstreamHttpError } from '../upstream/errors.js'
 import { SseEventTooLargeError, SseParser } from '../upstream/sse-parser.js'
 import { ReplyAssembler } from '../messages/reply.js'
-import type { Bytes, ChatMessage } from '../types.js'
+import type { Bytes, ChatMessage, StreamFailureReason } from '../types.js'
 
 export interface Usage {
   prompt_tokens?: number
@@ -34,6 +34,39 @@ export type StreamOutcome =
   | { kind: 'completed'; text: string; usage: Usage | undefined }
   | { kind: 'failed'; error: GatewayError | undefined; text: string; usage: Usage | undefined }
   | { kind: 'aborted' }
+
+/** How a stream that did not complete is reported: the reason counted in /metrics, and the code and message logged. */
+export interface StreamFailure {
+  reason: StreamFailureReason
+  /** The error registry code (or, for the upstream's own error event, the code an upstream 502 gets). */
+  code: string
+  /** Our message, when the failure is ours to describe (the upstream's own text may quote the request). */
+  message: string | undefined
+}
+
+/** The failure an outcome stands for, or undefined for a completed stream. */
+export function streamFailure(outcome: StreamOutcome): StreamFailure | undefined {
+  if (outcome.kind === 'completed') return undefined
+  if (outcome.kind === 'aborted') return { reason: 'client_gone', code: 'client_closed_request', message: undefined }
+  // No error of ours: the upstream sent its own error event, relayed to the client as it came.
+  if (outcome.error === undefined) return { reason: 'upstream_error', code: 'upstream_error', message: undefined }
+  const e = outcome.error
+  const message = e.fromUpstream ? undefined : e.message
+  switch (e.code) {
+    // transportError: the connection to the upstream failed after the stream began (reset, closed, socket error).
+    case 'upstream_unreachable':
+      return { reason: 'upstream_reset', code: e.code, message }
+    // UPSTREAM_BODY_TIMEOUT_MS of silence between two chunks.
+    case 'upstream_timeout':
+      return { reason: 'upstream_timeout', code: e.code, message }
+    // Not SSE or not JSON, an event over the size bound, or a body that ended before [DONE].
+    case 'upstream_invalid_response':
+      return { reason: 'upstream_invalid', code: e.code, message }
+    // What is left is ours: saving the exchange (onComplete) failed.
+    default:
+      return { reason: 'internal', code: e.code, message }
+  }
+}
 
 /** The client's departure (ClientGone, src/http/client-gone.ts): polled, and as an AbortSignal when waiting. */
 export interface ClientDeparture {
@@ -140,7 +173,7 @@ async function relay(o: RelayOptions, onWrite: () => void): Promise<StreamOutcom
       if (format !== undefined) {
         if (chunk.error !== undefined) {
           upstreamError = true
-          formatError = upstreamHttpError(502, e.data)
+          formatError = upstreamHttpError(200, e.data)
           return
         }
         if (chunk.usage) usage = chunk.usage

@@ -50,8 +50,8 @@ export async function readCompletion(
     throw gatewayError('upstream_invalid_response', { message: 'The upstream response is not a JSON object', cause: err })
   }
   if (completion.error !== undefined && completion.choices === undefined) {
-    // OpenRouter can answer 200 with an error body (e.g. a provider failure after routing).
-    throw upstreamHttpError(502, withoutSecret(text, o.authorization))
+    // OpenRouter can answer 200 with an error body (e.g. a provider failure after routing): a 502 to the client.
+    throw upstreamHttpError(call.response.status, withoutSecret(text, o.authorization))
   }
   return { text, completion }
 }

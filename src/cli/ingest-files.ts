@@ -1,9 +1,10 @@
 /**
  * Which files `recallgate ingest` uploads: the arguments as given, folders walked in name order (hidden entries and
- * symlink loops left out), kept when their extension is one the gateway extracts.
+ * symlink loops left out), kept when their extension is one the gateway extracts, each named by its identity: the
+ * path relative to the run's root (see `fileIdentity`).
  */
 import { readdir, realpath, stat } from 'node:fs/promises'
-import { basename, extname, join } from 'node:path'
+import { extname, isAbsolute, join, relative, resolve, sep } from 'node:path'
 import type { Bytes } from '../types.js'
 
 /**
@@ -29,9 +30,24 @@ export const MIME_TYPES: Readonly<Record<string, string>> = {
 
 export interface Candidate {
   path: string
-  /** Shown to the user and sent as metadata.path: the folder's name plus the path inside it. */
+  /** Shown to the user and sent as metadata.path: the file's identity, `fileIdentity(root, path)`. */
   display: string
   size: Bytes
+}
+
+/**
+ * A file's identity in the knowledge base: its path relative to `root`, with `/` separators and no `.` or `..`
+ * segments, so `./handbook/a.md`, `handbook/a.md` and a walk of `handbook` all name the same file, and `a/readme.md`
+ * and `b/readme.md` stay two. A run replaces only the stored copies whose `metadata.path` is exactly this string
+ * (before, the identity was the folder's or file's base name plus the path inside it, and two `readme.md` given
+ * directly were one file). `undefined` when `path` is not inside `root` (a `../` identity would depend on where the
+ * root happens to be and could collide with another root's files).
+ */
+export function fileIdentity(root: string, path: string): string | undefined {
+  const rel = relative(resolve(root), resolve(path))
+  if (rel === '' || rel === '..' || rel.startsWith(`..${sep}`) || isAbsolute(rel)) return undefined
+  // Only the platform's separator is one: on POSIX a backslash is an ordinary character of a file name.
+  return sep === '/' ? rel : rel.split(sep).join('/')
 }
 
 /** A path or folder that could not be read, as the run reports it. */
@@ -41,16 +57,24 @@ export interface Unreadable {
   reason: string
 }
 
-/** The files to upload, in a stable order (arguments as given, folders sorted by name). */
-export async function collect(paths: string[]): Promise<{ files: Candidate[]; skipped: string[]; unreadable: Unreadable[] }> {
+/**
+ * The files to upload, in a stable order (arguments as given, folders sorted by name), each named by its identity
+ * relative to `root`. Every path must be inside `root` (the caller checks the arguments with `fileIdentity`); a file
+ * reached twice (`ingest handbook handbook/a.md`) is taken once.
+ */
+export async function collect(paths: string[], root: string): Promise<{ files: Candidate[]; skipped: string[]; unreadable: Unreadable[] }> {
   const files: Candidate[] = []
   const skipped: string[] = []
   const unreadable: Unreadable[] = []
   const visited = new Set<string>()
+  const seen = new Set<string>()
   const consider = (path: string, display: string, size: Bytes): void => {
+    if (seen.has(display)) return
+    seen.add(display)
     if (extname(path).toLowerCase() in MIME_TYPES) files.push({ path, display, size })
     else skipped.push(display)
   }
+  const name = (path: string): string => fileIdentity(root, path) ?? path
   const walk = async (dir: string, display: string): Promise<void> => {
     // A symlink back up the tree would otherwise recurse forever.
     let entries
@@ -68,7 +92,7 @@ export async function collect(paths: string[]): Promise<{ files: Candidate[]; sk
     for (const e of entries) {
       if (e.name.startsWith('.')) continue
       const path = join(dir, e.name)
-      const shown = `${display}/${e.name}`
+      const shown = name(path)
       const s = e.isSymbolicLink() ? await stat(path).catch(() => undefined) : undefined
       if (e.isDirectory() || s?.isDirectory() === true) await walk(path, shown)
       else if (e.isFile() || s?.isFile() === true) consider(path, shown, s?.size ?? (await stat(path)).size)
@@ -78,9 +102,8 @@ export async function collect(paths: string[]): Promise<{ files: Candidate[]; sk
   for (const p of paths) {
     try {
       const s = await stat(p)
-      const display = basename(p.replace(/[/\\]+$/, '')) || p
-      if (s.isDirectory()) await walk(p, display)
-      else consider(p, display, s.size)
+      if (s.isDirectory()) await walk(p, name(p))
+      else consider(p, name(p), s.size)
     } catch (err) {
       unreadable.push({ ok: false, file: { display: p }, reason: (err as NodeJS.ErrnoException).code ?? String(err) })
     }

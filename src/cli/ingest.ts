@@ -6,10 +6,12 @@
  * upload with its retries: ingest-upload.ts; the progress display: ingest-progress.ts; reading the gateway's
  * answers: gateway-response.ts.
  */
+import { stat } from 'node:fs/promises'
+import { resolve } from 'node:path'
 import { Agent } from 'undici'
 import type { Ms } from '../types.js'
 import { type CommandIo, gatewayUrl, intFlag, parseArgs, reportUsage, serviceKey, UsageError } from './args.js'
-import { collect, MIME_TYPES, type Candidate } from './ingest-files.js'
+import { collect, fileIdentity, MIME_TYPES, type Candidate } from './ingest-files.js'
 import { createProgress, formatBytes, plural } from './ingest-progress.js'
 import { upload, UPLOAD_HEADERS_TIMEOUT, type Failed, type Outcome, type Uploaded } from './ingest-upload.js'
 import { deleteFiles, listExisting, sha256File, type Existing } from './ingest-existing.js'
@@ -17,15 +19,21 @@ import { deleteFiles, listExisting, sha256File, type Existing } from './ingest-e
 // Exported from here before the split; sessions-export.ts and bench.ts still import the response helpers from here.
 export { formatBytes, MIME_TYPES }
 
-export const help = `Usage: recallgate ingest <path…> [--url URL] [--key KEY] [--concurrency N]
+export const help = `Usage: recallgate ingest <path…> [--root DIR] [--url URL] [--key KEY] [--concurrency N]
 
 Upload files to a running gateway's knowledge base (POST /api/v1/files), recursing into folders.
 Supported: .txt .text .log .md .markdown .mdown .mkd .html .htm .xhtml .json .csv .tsv .pdf. Other files
-are skipped, and so are hidden entries (.git, .env) inside folders. Each upload carries the metadata
-{"path": "<folder>/<path inside it>", "sha256": "<content hash>"}. Running it again is safe: a file whose path
-and content are already stored is skipped; a changed file replaces its older copy.
+are skipped, and so are hidden entries (.git, .env) inside folders.
+
+A file's identity is its path relative to the root (--root, default the current directory), with / separators
+and without ./: from the same root, \`ingest ./handbook\` and \`ingest handbook/refunds.txt\` both name
+handbook/refunds.txt, and a/readme.md and b/readme.md are two files. Paths outside the root are refused. Each
+upload carries the metadata {"path": "<identity>", "sha256": "<content hash>"}. Running it again is safe: a file
+whose path and content are already stored is skipped; a changed file replaces the stored copies of that exact
+path and no other.
 
 Options:
+  --root DIR         the folder paths are taken relative to (default: the current directory)
   --url URL          gateway base URL (env RECALLGATE_URL; default http://127.0.0.1:8080)
   --key KEY          service key (env RECALLGATE_KEY; prefer the variable, flags show up in ps)
   --concurrency N    uploads in flight, 1-32 (default 4)
@@ -41,9 +49,9 @@ export interface IngestIo extends CommandIo {
 }
 
 export async function run(argv: string[], io: IngestIo): Promise<number> {
-  let url: string, key: string, concurrency: number, paths: string[]
+  let url: string, key: string, concurrency: number, paths: string[], root: string
   try {
-    const args = parseArgs(argv, { url: { type: 'string' }, key: { type: 'string' }, concurrency: { type: 'string' } })
+    const args = parseArgs(argv, { root: { type: 'string' }, url: { type: 'string' }, key: { type: 'string' }, concurrency: { type: 'string' } })
     if (args.help) {
       io.stdout.write(help)
       return 0
@@ -53,6 +61,12 @@ export async function run(argv: string[], io: IngestIo): Promise<number> {
     key = serviceKey(args.flags.key, io.env)
     concurrency = intFlag('concurrency', args.flags.concurrency, { min: 1, max: 32, fallback: 4 })
     paths = args.positionals
+    root = await rootFolder(args.flags.root)
+    for (const p of paths) {
+      // The root itself (`ingest .`) is a folder to walk; anything else must have an identity under it.
+      if (resolve(p) !== root && fileIdentity(root, p) === undefined)
+        throw new UsageError(`${p} is outside the root ${root}: run ingest from a folder that contains it, or pass --root`)
+    }
   } catch (err) {
     if (err instanceof UsageError) return reportUsage(io, err, help)
     throw err
@@ -60,7 +74,7 @@ export async function run(argv: string[], io: IngestIo): Promise<number> {
 
   const now = io.now ?? (() => performance.now())
   const started = now()
-  const found = await collect(paths)
+  const found = await collect(paths, root)
   const progress = createProgress(io.stdout, found.files.length)
   for (const s of found.skipped) progress.note(`skip  ${s}  unsupported extension`)
   for (const f of found.unreadable) progress.note(`FAIL  ${f.file.display}  ${f.reason}`)
@@ -75,7 +89,8 @@ export async function run(argv: string[], io: IngestIo): Promise<number> {
   const outcomes: Outcome[] = []
   let next = 0
   let stopped: string | undefined
-  // Running again on the same folder: unchanged files are skipped, changed ones replace their older copies.
+  // Running again on the same folder: unchanged files are skipped, changed ones replace their older copies. Only a
+  // stored record whose path is exactly the file's identity is its older copy (ingest-files.ts, fileIdentity).
   let existing: Existing = new Map()
   try {
     existing = await listExisting(url, key, agent)
@@ -134,4 +149,12 @@ export async function run(argv: string[], io: IngestIo): Promise<number> {
   }
   io.stdout.write(summary)
   return failed.length > 0 || notAttempted > 0 ? 1 : 0
+}
+
+/** `--root` (default: the current directory) as an absolute path; it must be an existing folder. */
+async function rootFolder(flag: string | undefined): Promise<string> {
+  const root = resolve(flag ?? '.')
+  const s = await stat(root).catch(() => undefined)
+  if (s?.isDirectory() !== true) throw new UsageError(`--root must be an existing folder, got "${flag ?? root}"`)
+  return root
 }

@@ -11,7 +11,8 @@ import { enforceDecision, type Limiter } from '../auth/rate-limiter.js'
 import { asGatewayError, gatewayError, toWire, type GatewayError } from '../errors.js'
 import type { Clock, Ms, PromptTrace, Tenant } from '../types.js'
 import { ClientGone } from './client-gone.js'
-import { sendError } from './respond.js'
+import type { DrainLimits } from './drain.js'
+import { sendError, sendErrorBeforeBody } from './respond.js'
 import { storeFailure } from './store-failure.js'
 import { Router } from './router.js'
 
@@ -96,6 +97,8 @@ export interface HttpServerOptions {
   headersTimeout: Ms
   requestTimeout: Ms
   maxHeaderBytes: number
+  /** How much of an unread body is read and discarded after an early answer, so the client sees it (drain.ts). */
+  drain: DrainLimits
   onRequestDone?: (r: RequestRecord) => void
   onRateLimited?: (plan: string) => void
 }
@@ -248,10 +251,10 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
         failure = gatewayError('client_closed_request', { cause: err })
       }
       if (!res.headersSent) {
-        // The body may be partly unread (e.g. refused for size or auth); close the connection rather than drain an
-        // arbitrarily large upload.
-        if (!req.complete) res.setHeader('connection', 'close')
-        sendError(res, failure)
+        // The body may be partly unread (refused for size, key or rate): answer, read the rest within a bound so the
+        // client is not reset before it reads the answer, then close (drain.ts).
+        if (!req.complete) sendErrorBeforeBody(req, res, failure, opts.drain)
+        else sendError(res, failure)
       } else if (!res.writableEnded) {
         // Headers are out (a stream was under way) and the handler could not finish it: cut the connection so the
         // client sees a truncated response instead of a hang.

@@ -14,7 +14,7 @@ import type { Handler, RequestContext } from '../http/server.js'
 import type { ConversationStore, ResponseStore, SessionStore, StoredResponse } from '../storage/interface.js'
 import type { ChatMessage, Clock, Tenant, Tokens } from '../types.js'
 import type { UpstreamClient } from '../upstream/client.js'
-import { annotateUsage, type ChatPlanner, type PreparedChat } from '../chat/handler.js'
+import { annotateOutcome, annotateUsage, type ChatPlanner, type PreparedChat } from '../chat/handler.js'
 import { relayStream, SSE_HEADERS, type Usage } from '../chat/relay-stream.js'
 import { callUpstream, readCompletion } from '../chat/upstream-call.js'
 import { upstreamBodyJson } from '../chat/upstream-body.js'
@@ -143,8 +143,7 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
           await persist(o, turn, reply, { status: f.status, output: f.output, usage: f.usage, incompleteDetails: f.incompleteDetails })
         },
       })
-      ctx.annotations.outcome = outcome.kind
-      if (outcome.kind === 'failed' && outcome.error) ctx.annotations.streamError = outcome.error.code
+      annotateOutcome(ctx.annotations, outcome)
       return
     }
 

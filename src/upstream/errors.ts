@@ -3,6 +3,7 @@
  * OpenRouter's error bodies `{"error": {"code": 429, "message": "...", "metadata": {...}}}`, whose numeric code is
  * mapped to a string and whose message is kept.
  */
+import { STATUS_CODES } from 'node:http'
 import { GatewayError, gatewayError } from '../errors.js'
 
 const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'])
@@ -45,11 +46,14 @@ const TYPE_BY_STATUS: Record<number, string> = {
 }
 
 /**
- * An upstream non-2xx answer in our wire shape. The status passes through, except an upstream 500 (which would read
- * as our own internal error) becomes 502. A body that is not OpenRouter's/OpenAI's error shape keeps a generic message.
+ * An upstream non-2xx answer (or a 2xx whose body is an error) in our wire shape. The status passes through, except
+ * an upstream 500 (which would read as our own internal error) becomes 502. The message says the answer was the
+ * upstream's and which status it had, then the upstream's own message, or the status text when the body is not
+ * OpenRouter's/OpenAI's error shape: a wrong UPSTREAM_BASE_URL answered `404 Not Found` for every chat, which read as
+ * the gateway's own 404 (issue 27).
  */
 export function upstreamHttpError(status: number, bodyText: string, retryAfter?: string): GatewayError {
-  let message = `The upstream provider answered ${status}`
+  let message = (status >= 400 ? STATUS_CODES[status] : undefined) ?? 'no error message'
   let code: string | undefined
   let param: string | null = null
   try {
@@ -61,8 +65,9 @@ export function upstreamHttpError(status: number, bodyText: string, retryAfter?:
       if (typeof e.param === 'string') param = e.param
     }
   } catch {
-    // Not JSON: keep the generic message. The status still tells the client what happened.
+    // Not JSON (an HTML error page, say): keep the status text. The status still tells the client what happened.
   }
+  message = status >= 200 && status < 300 ? `Upstream returned an error: ${message}` : `Upstream returned ${status}: ${message}`
   const wireStatus = status === 500 || status < 400 || status > 599 ? 502 : status
   return new GatewayError({
     status: wireStatus,

@@ -4,7 +4,7 @@
  * in the background, so the chat hot path never waits on /models after the first fetch; concurrent misses share one
  * fetch. A failed fetch is not fatal for chat: packing falls back to DEFAULT_CONTEXT_LENGTH.
  */
-import { gatewayError } from '../errors.js'
+import { GatewayError, gatewayError } from '../errors.js'
 import type { Clock, Ms, Tokens } from '../types.js'
 import { readUpstreamBody, type UpstreamClient } from './client.js'
 import { upstreamHttpError } from './errors.js'
@@ -23,6 +23,8 @@ export class ModelCatalog {
   readonly #clock: Clock
   #cached: Cached | undefined
   #inflight: Promise<Cached> | undefined
+  /** When the upstream last refused the list for want of a key (401/403): reachable at the right path all the same. */
+  #refusedAt: Ms | undefined
 
   constructor(opts: { upstream: UpstreamClient; ttl: Ms; clock: Clock }) {
     this.#upstream = opts.upstream
@@ -33,6 +35,26 @@ export class ModelCatalog {
   /** The raw list body for GET /api/v1/models. */
   async list(authorization?: string): Promise<string> {
     return (await this.#get(authorization)).body
+  }
+
+  /**
+   * For /readyz with READY_CHECK_UPSTREAM=1: resolves when the upstream answers GET /models at the configured base URL
+   * (a wrong one, say without /api/v1, answers 404 or not at all), rejects otherwise. Cheap: a cached list counts, as
+   * for chat (stale-while-revalidate, so a probe never waits on a refresh), and so does a 401/403, remembered for the
+   * cache's TTL: an upstream that wants a key for its list (OpenAI's) is reachable and the path right, and readiness
+   * has no key of its own to send.
+   */
+  async check(): Promise<void> {
+    if (this.#refusedAt !== undefined && this.#clock() - this.#refusedAt < this.#ttl) return
+    try {
+      await this.#get()
+    } catch (err) {
+      if (err instanceof GatewayError && err.fromUpstream && (err.status === 401 || err.status === 403)) {
+        this.#refusedAt = this.#clock()
+        return
+      }
+      throw err
+    }
   }
 
   /** The model's window if the upstream lists it; undefined if unknown or the list cannot be had. */
