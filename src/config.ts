@@ -111,6 +111,16 @@ export interface Config {
   rateLimitOnStoreError: 'allow' | 'deny'
   /** Processes `recallgate serve` runs on the one port (node:cluster). More than 1 needs REDIS_URL. */
   workers: number
+
+  /**
+   * PostgreSQL (`postgres://` or `postgresql://`) as the store of keys, sessions, stored responses and conversations,
+   * shared by every replica; none = the embedded LMDB store in DATA_DIR (storage/open-stores.ts picks).
+   */
+  databaseUrl: string | undefined
+  /** Connections each process keeps to PostgreSQL at most. */
+  databasePoolSize: number
+  /** Longest wait for one PostgreSQL statement, and for a free connection; past it the request gets a 503. */
+  databaseStatementTimeout: Ms
 }
 
 /** Defaults in one object (pino style). */
@@ -170,6 +180,9 @@ export const DEFAULTS = {
   REDIS_KEY_PREFIX: 'recallgate:',
   RATE_LIMIT_ON_STORE_ERROR: 'allow',
   WORKERS: '1',
+  DATABASE_URL: '',
+  DATABASE_POOL_SIZE: '10',
+  DATABASE_STATEMENT_TIMEOUT_MS: '5000',
 } as const
 
 export type Variable = keyof typeof DEFAULTS
@@ -252,6 +265,11 @@ export function loadConfig(env: Env): Config {
       `${workers} processes need REDIS_URL: without a shared store each would enforce the whole rate limit on its own`,
     )
 
+  // The PostgreSQL store: the one place its settings are read (storage/open-stores.ts chooses the engine from them).
+  const databaseUrl = optional('DATABASE_URL')
+  if (databaseUrl !== undefined && !/^postgres(ql)?:\/\/[^\s]+$/.test(databaseUrl))
+    throw new ConfigError('DATABASE_URL', 'must be a postgres:// or postgresql:// URL')
+
   const recall = get('RECALL')
   if (recall !== 'on' && recall !== 'off') throw new ConfigError('RECALL', `must be "on" or "off", got "${recall}"`)
   const promptCache = get('PROMPT_CACHE')
@@ -324,6 +342,9 @@ export function loadConfig(env: Env): Config {
     redisKeyPrefix: get('REDIS_KEY_PREFIX'),
     rateLimitOnStoreError: onStoreError,
     workers,
+    databaseUrl,
+    databasePoolSize: int('DATABASE_POOL_SIZE', 1, 1000),
+    databaseStatementTimeout: int('DATABASE_STATEMENT_TIMEOUT_MS', 10, 600_000),
   }
 }
 

@@ -13,6 +13,7 @@ Commands:
   keys revoke <key-id>          revoke a key by its id (key_…)
   ingest <path…>                upload files or folders to a running gateway's knowledge base
   sessions export <id>          write a session as JSON
+  migrate                       apply the PostgreSQL schema migrations (DATABASE_URL)
   mock-upstream                 run the mock OpenRouter provider (for demos and load tests)
   bench                         drive load against a running gateway (req/s, latency, time to first token)
 
@@ -129,6 +130,8 @@ export async function main(argv: string[], io: CommandIo): Promise<number> {
         if (rest[0] !== 'export') throw new UsageError('usage: recallgate sessions export <id>')
         return await (await import('./sessions-export.js')).run(rest.slice(1), io)
       }
+      case 'migrate':
+        return await (await import('./migrate.js')).run(rest, io)
       case 'bench':
         return await (await import('./bench.js')).run(rest, io)
       case 'mock-upstream':

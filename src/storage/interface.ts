@@ -120,3 +120,18 @@ export interface ConversationStore {
   update(tenant: string, id: string, metadata: Readonly<Record<string, string>>): Promise<ConversationRecord | undefined>
   delete(tenant: string, id: string): Promise<boolean>
 }
+
+/**
+ * Thrown by any store method when its engine cannot answer now (a network engine unreachable, restarting, or past its
+ * statement timeout): a transient condition the caller may retry, as opposed to a bug or a refused write. The HTTP
+ * layer turns it into a 503 with `Retry-After`; storage/ itself never builds API errors.
+ */
+export class StoreUnavailableError extends Error {
+  /** Which engine (`postgres`), for logs and metrics. */
+  readonly store: string
+  constructor(store: string, message: string, opts?: { cause?: unknown }) {
+    super(message, opts)
+    this.name = 'StoreUnavailableError'
+    this.store = store
+  }
+}
