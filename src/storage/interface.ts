@@ -60,6 +60,11 @@ export interface KeyStore {
    * else, so an engine across a network answers it from a per-process cache fed by its change log.
    */
   lookup(hash: string): Tenant | undefined
+  /**
+   * For an engine whose `lookup` answers from a cache: a hash the cache did not know, asked of the engine itself (a
+   * key created through another replica a moment ago). Engines whose `lookup` is the source of truth leave it out.
+   */
+  lookupMiss?(hash: string): Promise<Tenant | undefined>
 }
 
 /** A Responses API item as stored: the wire shape (`{type, id, …}`), kept whole. */

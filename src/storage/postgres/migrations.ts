@@ -4,7 +4,9 @@
  * its own transaction together with its `schema_migrations` row: a step is applied whole or not at all.
  *
  * Never edit a released step: add the next one. Tables mirror the LMDB layout (docs/architecture.md), every
- * tenant-owned row keyed by tenant first; epoch milliseconds are `bigint`.
+ * tenant-owned row keyed by tenant first; epoch milliseconds are `bigint`. Session ids are `COLLATE "C"` (code point
+ * order, as LMDB's keys order them) so that paging a tenant's sessions by id walks the primary key in the same order
+ * on both engines, whatever the database's default collation.
  */
 import type pg from 'pg'
 
@@ -29,7 +31,7 @@ export const MIGRATIONS: readonly Migration[] = [
       );
       CREATE TABLE sessions (
         tenant     text NOT NULL,
-        session_id text NOT NULL,
+        session_id text COLLATE "C" NOT NULL,
         created_at bigint NOT NULL,
         updated_at bigint NOT NULL,
         next_seq   bigint NOT NULL,
@@ -38,7 +40,7 @@ export const MIGRATIONS: readonly Migration[] = [
       );
       CREATE TABLE messages (
         tenant     text NOT NULL,
-        session_id text NOT NULL,
+        session_id text COLLATE "C" NOT NULL,
         seq        bigint NOT NULL,
         message    jsonb NOT NULL,
         tokens     integer NOT NULL,
