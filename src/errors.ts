@@ -3,6 +3,7 @@
  * and an OpenAI error `type`; `toWire` is the only place that turns one into the response body.
  * Upstream errors are converted into the same shape in `upstream/errors.ts`.
  */
+import { StoreUnavailableError } from './storage/interface.js'
 
 export type ErrorType =
   | 'invalid_request_error'
@@ -105,6 +106,11 @@ export const ERROR_CODES = {
   },
   upstream_timeout: { status: 504, type: 'timeout_error', message: 'The upstream provider did not answer in time' },
   shutting_down: { status: 503, type: 'api_error', message: 'The gateway is shutting down' },
+  database_unavailable: {
+    status: 503,
+    type: 'api_error',
+    message: 'The database cannot be reached right now; nothing was saved. Retry shortly',
+  },
   rate_limit_unavailable: {
     status: 503,
     type: 'api_error',
@@ -142,8 +148,17 @@ export function invalidParam(param: string, message: string): GatewayError {
  */
 export function asGatewayError(err: unknown): GatewayError {
   if (err instanceof GatewayError) return err
+  // The store contract's one transient failure (storage/ itself never builds API errors): a clean 503 to retry.
+  if (err instanceof StoreUnavailableError)
+    return gatewayError('database_unavailable', { headers: { 'retry-after': String(STORE_RETRY_AFTER_SECONDS) }, cause: err })
   return gatewayError('internal_error', { cause: err })
 }
+
+/**
+ * Retry-After for `database_unavailable`: a PostgreSQL restart or failover takes seconds, and a client retrying in
+ * one second costs one quick failure (every statement and connection wait is bounded) if it is not back yet.
+ */
+const STORE_RETRY_AFTER_SECONDS = 1
 
 export function toWire(err: GatewayError): WireError {
   return { error: { message: err.message, type: err.type, param: err.param, code: err.code } }

@@ -25,8 +25,8 @@ import { readinessHandler, type ReadinessCheck } from './routes/ready.js'
 import { metricsHandler } from './routes/metrics.js'
 import { modelsHandler } from './routes/models.js'
 import { sessionRoutes } from './routes/sessions.js'
-import { KeyRepo } from './storage/key-repo.js'
-import { SessionRepo } from './storage/session-repo.js'
+import type { KeyStore } from './storage/interface.js'
+import { openStores, type Stores } from './storage/open-stores.js'
 import { openRedis, type RedisStore } from './storage/redis.js'
 import { openStore, type Store } from './storage/store.js'
 import { systemClock, type Clock } from './types.js'
@@ -53,7 +53,7 @@ export interface Gateway {
   readonly logger: Logger
   readonly metrics: Metrics
   readonly store: Store
-  readonly keys: KeyRepo
+  readonly keys: KeyStore
   readonly counter: TokenCounter
   /** Graceful stop: refuse new requests, let in-flight ones finish within the grace period, flush, close. */
   close(): Promise<void>
@@ -72,11 +72,28 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   const metrics = createMetrics()
 
   const store = openStore({ dir: config.dataDir, onDurable: (ms, ok) => metrics.storeOp({ store: 'lmdb', op: 'commit', ms, ok }) })
-  const keys = new KeyRepo(store, { now })
+  const counter = new TokenCounter({ margins: config.tokenMargins, media: config.mediaTokens })
+  let stores: Stores
+  try {
+    stores = await openStores({
+      ...databaseOptions(config),
+      lmdb: store,
+      maxMessagesPerSession: config.maxSessionMessages,
+      now,
+      counter,
+      observe: (op, ms, ok) => metrics.storeOp({ store: 'postgres', op, ms, ok }),
+      log: (level, msg, fields) => logger[level](fields ?? {}, msg),
+    })
+  } catch (err) {
+    await store.close()
+    throw err
+  }
+  const keys = stores.keys
   await ensureFirstKey(config, keys, opts.onBootstrapKey)
   const authenticator = new Authenticator({ inlineKeys: config.serviceKeys, stored: keys })
   const localLimiter = new RateLimiter({ limits: config.rateLimits, maxKeys: config.rateLimitMaxKeys, clock })
-  const readiness: ReadinessCheck[] = [{ name: 'lmdb', required: true, check: async () => void store.meta.get('schemaVersion') }]
+  // Every store requests depend on is required: without it they fail.
+  const readiness: ReadinessCheck[] = stores.readiness.map((r) => ({ name: r.name, required: true, check: () => r.check() }))
   let redis: RedisStore | undefined
   let limiter: Limiter = localLimiter
   if (config.redisUrl !== undefined) {
@@ -132,8 +149,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   })
   const catalog = new ModelCatalog({ upstream, ttl: config.modelsCacheTtl, clock })
 
-  const counter = new TokenCounter({ margins: config.tokenMargins, media: config.mediaTokens })
-  const sessions = new SessionRepo(store, { maxMessagesPerSession: config.maxSessionMessages, clock: now, counter })
+  const sessions = stores.sessions
   const embedder = createEmbedder(config)
   const knowledge = new KnowledgeBase({
     store,
@@ -147,10 +163,15 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     onIndexSaveError: (err, file) => logger.warn({ err, file }, 'could not save an index file'),
   })
   // Off means neither indexing nor searching: turns saved meanwhile are not recallable after turning it back on.
-  const recall = config.recallEnabled
+  // Recall indexes saved turns in the save's own LMDB transaction (session-recall.ts), so it needs sessions in LMDB;
+  // with PostgreSQL it is not available yet (docs/scaling.md) and the history is packed without recalled turns.
+  const recallSessions = config.recallEnabled ? stores.recallSessions : undefined
+  if (config.recallEnabled && recallSessions === undefined)
+    logger.warn({ store: stores.engine }, 'long-term recall (RECALL=on) is not available with this store yet: turned off')
+  const recall = recallSessions
     ? new SessionRecall({
         store,
-        sessions,
+        sessions: recallSessions,
         embedder,
         counter,
         dataDir: config.dataDir,
@@ -295,6 +316,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
       await recall?.close()
       await upstream.close()
       await redis?.close()
+      await stores.close()
       await store.close()
       logger.flush()
     })()
@@ -305,11 +327,20 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
 }
 
 /** On a first start with no keys at all, create one (plan pro) and print it once. */
-async function ensureFirstKey(config: Config, keys: KeyRepo, onBootstrapKey?: (line: string) => void): Promise<void> {
-  if (config.serviceKeys.size > 0 || keys.countActive() > 0) return
+async function ensureFirstKey(config: Config, keys: KeyStore, onBootstrapKey?: (line: string) => void): Promise<void> {
+  if (config.serviceKeys.size > 0 || (await keys.countActive()) > 0) return
   const { key, record } = await keys.create('pro', 'bootstrap')
   const line = `recallgate: created the first service key (${record.id}, plan pro). It is shown only once: ${key}`
   ;(onBootstrapKey ?? ((l: string) => process.stderr.write(`${l}\n`)))(line)
+}
+
+/** The store engine settings (storage/open-stores.ts chooses LMDB or PostgreSQL from them). */
+function databaseOptions(config: Config): Pick<Parameters<typeof openStores>[0], 'databaseUrl' | 'databasePoolSize' | 'databaseStatementTimeout'> {
+  return {
+    databaseUrl: config.databaseUrl,
+    databasePoolSize: config.databasePoolSize,
+    databaseStatementTimeout: config.databaseStatementTimeout,
+  }
 }
 
 function createEmbedder(config: Config): Embedder {
@@ -341,7 +372,13 @@ export async function startFromEnv(overrides: Record<string, string> = {}): Prom
     const logger = createLogger({ level: config.logLevel })
     const store = openStore({ dir: config.dataDir })
     try {
-      await ensureFirstKey(config, new KeyRepo(store, { now: Date.now }))
+      const counter = new TokenCounter({ margins: config.tokenMargins, media: config.mediaTokens })
+      const stores = await openStores({ ...databaseOptions(config), lmdb: store, maxMessagesPerSession: config.maxSessionMessages, now: Date.now, counter })
+      try {
+        await ensureFirstKey(config, stores.keys)
+      } finally {
+        await stores.close()
+      }
     } finally {
       await store.close()
     }

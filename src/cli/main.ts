@@ -31,8 +31,9 @@ const KEYS_HELP = `Usage: recallgate keys create [--plan free|pro|premium|enterp
        recallgate keys list
        recallgate keys revoke <key-id>
 
-Manages the service keys stored in DATA_DIR (only SHA-256 hashes are stored). Works while the gateway runs:
-the gateway reads keys from the store on every request.
+Manages the service keys stored in DATA_DIR, or in PostgreSQL with DATABASE_URL (only SHA-256 hashes are stored).
+Works while the gateway runs: with DATA_DIR the gateway reads keys from the store on every request; with PostgreSQL a
+new key works at once on every replica and a revoked one stops within 5 s (each replica's key cache).
 `
 
 async function keys(argv: string[], io: CommandIo): Promise<number> {
@@ -54,10 +55,27 @@ async function keysCommand(argv: string[], io: CommandIo): Promise<number> {
   const [sub, ...rest] = args.positionals
   const { envWithDotenv, loadConfig } = await import('../config.js')
   const { openStore } = await import('../storage/store.js')
-  const { KeyRepo } = await import('../storage/key-repo.js')
+  const { openStores } = await import('../storage/open-stores.js')
+  const { TokenCounter } = await import('../context/tokenizer.js')
   const config = loadConfig(envWithDotenv(io.env, process.cwd()))
   const store = openStore({ dir: config.dataDir })
-  const repo = new KeyRepo(store, { now: Date.now })
+  // The same engine the gateway uses: DATA_DIR's LMDB, or PostgreSQL with DATABASE_URL.
+  let stores
+  try {
+    stores = await openStores({
+      databaseUrl: config.databaseUrl,
+      databasePoolSize: 1,
+      databaseStatementTimeout: config.databaseStatementTimeout,
+      lmdb: store,
+      maxMessagesPerSession: config.maxSessionMessages,
+      now: Date.now,
+      counter: new TokenCounter({ margins: config.tokenMargins }),
+    })
+  } catch (err) {
+    await store.close()
+    throw err
+  }
+  const repo = stores.keys
   try {
     switch (sub) {
       case 'create': {
@@ -69,7 +87,7 @@ async function keysCommand(argv: string[], io: CommandIo): Promise<number> {
         return 0
       }
       case 'list': {
-        const rows = repo.list()
+        const rows = await repo.list()
         if (args.flags.json) {
           io.stdout.write(`${JSON.stringify(rows.map(({ hash: _hash, ...r }) => r), null, 2)}\n`)
           return 0
@@ -95,6 +113,7 @@ async function keysCommand(argv: string[], io: CommandIo): Promise<number> {
         throw new UsageError(sub === undefined ? 'keys needs a subcommand' : `unknown keys subcommand "${sub}"`)
     }
   } finally {
+    await stores.close()
     await store.close()
   }
 }

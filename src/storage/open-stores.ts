@@ -33,8 +33,11 @@ export interface Stores {
    * the save's own transaction. Undefined on PostgreSQL, where recall is not available yet (docs/scaling.md).
    */
   readonly recallSessions: SessionRepo | undefined
-  /** Resolves when the engine answers (readiness); rejects when it cannot. */
-  ready(): Promise<void>
+  /**
+   * Readiness, one check per engine this process depends on: DATA_DIR's LMDB always (the knowledge base lives there),
+   * PostgreSQL when configured. Each resolves when its engine answers and rejects when it cannot.
+   */
+  readonly readiness: readonly { readonly name: Engine; check(): Promise<void> }[]
   close(): Promise<void>
 }
 
@@ -65,7 +68,7 @@ export async function openStores(o: OpenStoresOptions): Promise<Stores> {
       responses: new ResponseRepo(o.lmdb),
       conversations: new ConversationRepo(o.lmdb),
       recallSessions: sessions,
-      ready: async () => void o.lmdb.meta.get('schemaVersion'),
+      readiness: [lmdbReady(o.lmdb)],
       // The environment is the caller's to close.
       close: async () => {},
     }
@@ -92,7 +95,7 @@ export async function openStores(o: OpenStoresOptions): Promise<Stores> {
       responses: new PgResponseStore(pg),
       conversations: new PgConversationStore(pg),
       recallSessions: undefined,
-      ready: () => pg.ping(),
+      readiness: [lmdbReady(o.lmdb), { name: 'postgres', check: () => pg.ping() }],
       close: async () => {
         keys.stop()
         await pg.close()
@@ -102,4 +105,8 @@ export async function openStores(o: OpenStoresOptions): Promise<Stores> {
     await pg.close()
     throw err
   }
+}
+
+function lmdbReady(store: Store): { name: Engine; check(): Promise<void> } {
+  return { name: 'lmdb', check: async () => void store.meta.get('schemaVersion') }
 }
