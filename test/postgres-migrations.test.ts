@@ -2,8 +2,15 @@
  * The PostgreSQL schema migrations (src/storage/postgres/migrations.ts) and `recallgate migrate`, on a real
  * PostgreSQL: from an empty database, from the previous version with data in it, and with replicas migrating at once.
  */
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import t, { type Test } from 'tap'
+import { hashKey } from '../src/auth/service-keys.js'
 import { main } from '../src/cli/main.js'
+import { TokenCounter } from '../src/context/tokenizer.js'
+import { openStores } from '../src/storage/open-stores.js'
+import { openStore } from '../src/storage/store.js'
 import { MIGRATIONS, SCHEMA_VERSION, migrate } from '../src/storage/postgres/migrations.js'
 import { Pg } from '../src/storage/postgres/pool.js'
 import { capturedIo } from './helpers/captured-io.js'
@@ -78,6 +85,58 @@ if (baseUrl === undefined) {
     const io2 = capturedIo({ DATABASE_URL: url })
     t.equal(await main(['migrate'], io2), 0)
     t.match(io2.out(), /schema is up to date/)
+  })
+
+  t.test('recallgate migrate --from-lmdb copies an embedded deployment in, once', async (t) => {
+    const counter = new TokenCounter({ margins: { '*': 0.1 } })
+    const open = async (dir: string, databaseUrl?: string) => {
+      const lmdb = openStore({ dir })
+      const stores = await openStores({ databaseUrl, databasePoolSize: 2, databaseStatementTimeout: 10_000, lmdb, maxMessagesPerSession: 1000, now: () => 1_700_000_000_000, counter })
+      return { ...stores, close: async () => { await stores.close(); await lmdb.close() } }
+    }
+    const tmp = (): string => {
+      const d = mkdtempSync(join(tmpdir(), 'recallgate-from-lmdb-'))
+      t.teardown(() => rmSync(d, { recursive: true, force: true }))
+      return d
+    }
+    const dataDir = tmp()
+    const embedded = await open(dataDir)
+    const { key } = await embedded.keys.create('enterprise', 'moved')
+    const revoked = await embedded.keys.create('free')
+    await embedded.keys.revoke(revoked.record.id)
+    await embedded.sessions.appendExchange('t1', 'trip', [{ role: 'user', content: 'Lisbon in May' }, { role: 'assistant', content: 'Noted.' }])
+    await embedded.sessions.appendExchange('t1', 'trip', [{ role: 'user', content: 'Leave on the 4th' }, { role: 'assistant', content: 'Noted too.' }])
+    await embedded.sessions.appendExchange('t2', 'trip', [{ role: 'user', content: 'other tenant' }])
+    await embedded.conversations.ensure('t1', { id: 'conv_1', createdAt: 5, metadata: { topic: 'travel' } })
+    await embedded.responses.save('t1', {
+      id: 'resp_1', createdAt: 1, completedAt: 2, model: 'openai/gpt-4o', status: 'completed', previousResponseId: null, conversationId: null,
+      input: [{ type: 'message', id: 'msg_in', role: 'user', content: 'hi' }], output: [{ type: 'message', id: 'msg_out', role: 'assistant', content: 'hello' }],
+      messages: [{ message: { role: 'user', content: 'hi' }, tokens: 1 }], usage: null, error: null, incompleteDetails: null, echo: { instructions: null },
+    })
+    await embedded.close()
+
+    const url = await freshDatabase(t, baseUrl)
+    const io = capturedIo({ DATABASE_URL: url, DATA_DIR: tmp() })
+    t.equal(await main(['migrate', '--from-lmdb', dataDir], io), 0, io.err())
+    t.match(io.out(), /copied from .*: 2 keys, 2 sessions, 5 messages, 1 responses, 1 conversations/)
+
+    const pg = await open(tmp(), url)
+    t.teardown(() => pg.close())
+    t.same((await pg.sessions.history('t1', 'trip')).map((m) => `${m.seq}:${m.text}`), ['0:Lisbon in May', '1:Noted.', '2:Leave on the 4th', '3:Noted too.'])
+    t.same((await pg.sessions.history('t2', 'trip')).map((m) => m.text), ['other tenant'], 'tenants stay apart')
+    t.equal(pg.keys.lookup(hashKey(key))?.plan, 'enterprise', 'the key authenticates, same tenant')
+    t.equal(pg.keys.lookup(hashKey(revoked.key)) ?? (await pg.keys.lookupMiss?.(hashKey(revoked.key))), undefined, 'a revoked key stays revoked')
+    t.equal((await pg.responses.findItem('t1', 'msg_out'))?.content, 'hello')
+    t.same((await pg.conversations.get('t1', 'conv_1'))?.metadata, { topic: 'travel' })
+    const next = await pg.sessions.appendExchange('t1', 'trip', [{ role: 'user', content: 'and back?' }])
+    t.same(next.map((m) => m.seq), [4], 'the session goes on where it left off')
+
+    const twice = capturedIo({ DATABASE_URL: url, DATA_DIR: tmp() })
+    t.equal(await main(['migrate', '--from-lmdb', dataDir], twice), 0)
+    t.match(twice.out(), /0 keys, 0 sessions, 0 messages, 0 responses, 0 conversations/, 'a second run copies nothing twice')
+    const missing = capturedIo({ DATABASE_URL: url, DATA_DIR: tmp() })
+    t.equal(await main(['migrate', '--from-lmdb', join(dataDir, 'nope')], missing), 1)
+    t.match(missing.err(), /holds no recallgate LMDB data/)
   })
 }
 

@@ -13,7 +13,7 @@ Commands:
   keys revoke <key-id>          revoke a key by its id (key_…)
   ingest <path…>                upload files or folders to a running gateway's knowledge base
   sessions export <id>          write a session as JSON
-  migrate                       apply the PostgreSQL schema migrations (DATABASE_URL)
+  migrate [--from-lmdb DIR]     apply the PostgreSQL schema migrations (DATABASE_URL); copy an LMDB DATA_DIR in
   mock-upstream                 run the mock OpenRouter provider (for demos and load tests)
   bench                         drive load against a running gateway (req/s, latency, time to first token)
 
