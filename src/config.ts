@@ -133,6 +133,16 @@ export interface Config {
     /** Characters of text one file may yield. */
     maxTextChars: number
   }
+
+  /**
+   * PostgreSQL (`postgres://` or `postgresql://`) as the store of keys, sessions, stored responses and conversations,
+   * shared by every replica; none = the embedded LMDB store in DATA_DIR (storage/open-stores.ts picks).
+   */
+  databaseUrl: string | undefined
+  /** Connections each process keeps to PostgreSQL at most. */
+  databasePoolSize: number
+  /** Longest wait for one PostgreSQL statement, and for a free connection; past it the request gets a 503. */
+  databaseStatementTimeout: Ms
 }
 
 /** Defaults in one object (pino style). */
@@ -202,6 +212,9 @@ export const DEFAULTS = {
   EXTRACT_WORKER_MEMORY_MB: '1024',
   EXTRACT_MAX_DECODED_BYTES: String(128 * 1024 ** 2),
   EXTRACT_MAX_TEXT_CHARS: String(32 * 1024 ** 2),
+  DATABASE_URL: '',
+  DATABASE_POOL_SIZE: '10',
+  DATABASE_STATEMENT_TIMEOUT_MS: '5000',
 } as const
 
 export type Variable = keyof typeof DEFAULTS
@@ -223,7 +236,6 @@ export function envWithDotenv(env: Env, cwd: string): Env {
 }
 
 export function loadConfig(env: Env): Config {
-  refuseUnbuiltStores(env)
   const get = (name: Variable): string => {
     const v = env[name]
     return v === undefined || v === '' ? DEFAULTS[name] : v.trim()
@@ -288,6 +300,10 @@ export function loadConfig(env: Env): Config {
   const readyCheckUpstream = get('READY_CHECK_UPSTREAM')
   if (readyCheckUpstream !== '0' && readyCheckUpstream !== '1')
     throw new ConfigError('READY_CHECK_UPSTREAM', `must be 0 or 1, got "${readyCheckUpstream}"`)
+  // The PostgreSQL store: the one place its settings are read (storage/open-stores.ts chooses the engine from them).
+  const databaseUrl = optional('DATABASE_URL')
+  if (databaseUrl !== undefined && !/^postgres(ql)?:\/\/[^\s]+$/.test(databaseUrl))
+    throw new ConfigError('DATABASE_URL', 'must be a postgres:// or postgresql:// URL')
 
   const recall = get('RECALL')
   if (recall !== 'on' && recall !== 'off') throw new ConfigError('RECALL', `must be "on" or "off", got "${recall}"`)
@@ -373,21 +389,10 @@ export function loadConfig(env: Env): Config {
       maxDecodedBytes: int('EXTRACT_MAX_DECODED_BYTES', 1024),
       maxTextChars: int('EXTRACT_MAX_TEXT_CHARS', 1024),
     },
+    databaseUrl,
+    databasePoolSize: int('DATABASE_POOL_SIZE', 1, 1000),
+    databaseStatementTimeout: int('DATABASE_STATEMENT_TIMEOUT_MS', 10, 600_000),
   }
-}
-
-/**
- * Settings for stores that are not built yet. Ignoring one would be worse than refusing it: with `DATABASE_URL` set,
- * an operator believes keys, sessions and files are shared through PostgreSQL while each replica quietly keeps its
- * own LMDB in DATA_DIR. The one place that knows: delete the DATABASE_URL check when the PostgreSQL store lands (and
- * read the variable with the others below).
- */
-function refuseUnbuiltStores(env: Env): void {
-  if ((env.DATABASE_URL ?? '').trim() !== '')
-    throw new ConfigError(
-      'DATABASE_URL',
-      'the PostgreSQL store is not built yet (docs/scaling.md); unset it to keep keys, sessions and files in LMDB under DATA_DIR',
-    )
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']

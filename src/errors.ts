@@ -118,6 +118,11 @@ export const ERROR_CODES = {
     message: "The gateway's storage is full: nothing was saved. Reads and chats without memory still work",
   },
   storage_unavailable: { status: 503, type: 'api_error', message: "The gateway's storage cannot write right now: nothing was saved" },
+  database_unavailable: {
+    status: 503,
+    type: 'api_error',
+    message: 'The database cannot be reached right now; nothing was saved. Retry shortly',
+  },
   rate_limit_unavailable: {
     status: 503,
     type: 'api_error',

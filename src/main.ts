@@ -28,14 +28,12 @@ import { sessionRoutes } from './routes/sessions.js'
 import { conversationRoutes } from './routes/conversations.js'
 import { responseRoutes } from './routes/responses.js'
 import { responsesHandler } from './responses/handler.js'
-import { ConversationRepo } from './storage/conversation-repo.js'
-import { ResponseRepo } from './storage/response-repo.js'
 import { TraceRepo } from './storage/trace-repo.js'
 import { TraceRecorder } from './traces/trace-recorder.js'
 import { requestRoutes } from './routes/requests.js'
 import { consoleRoutes } from './routes/console.js'
-import { KeyRepo } from './storage/key-repo.js'
-import { SessionRepo } from './storage/session-repo.js'
+import type { KeyStore } from './storage/interface.js'
+import { openStores, type Stores } from './storage/open-stores.js'
 import { openRedis, type RedisStore } from './storage/redis.js'
 import { openStore, type Store } from './storage/store.js'
 import { StoreCapacity } from './storage/capacity.js'
@@ -63,7 +61,7 @@ export interface Gateway {
   readonly logger: Logger
   readonly metrics: Metrics
   readonly store: Store
-  readonly keys: KeyRepo
+  readonly keys: KeyStore
   readonly counter: TokenCounter
   /** Graceful stop: refuse new requests, let in-flight ones finish within the grace period, flush, close. */
   close(): Promise<void>
@@ -90,11 +88,32 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     onDurable: (ms, ok) => metrics.storeOp({ store: 'lmdb', op: 'commit', ms, ok }),
   })
   const capacity = new StoreCapacity({ store, dir: config.dataDir, minFreeDisk: config.minFreeDisk, clock })
-  const keys = new KeyRepo(store, { now })
+  const counter = new TokenCounter({ margins: config.tokenMargins, media: config.mediaTokens })
+  let stores: Stores
+  try {
+    stores = await openStores({
+      ...databaseOptions(config),
+      lmdb: store,
+      maxMessagesPerSession: config.maxSessionMessages,
+      now,
+      counter,
+      observe: (op, ms, ok) => metrics.storeOp({ store: 'postgres', op, ms, ok }),
+      log: (level, msg, fields) => logger[level](fields ?? {}, msg),
+    })
+  } catch (err) {
+    await store.close()
+    throw err
+  }
+  const keys = stores.keys
   await ensureFirstKey(config, keys, opts.onBootstrapKey)
   const authenticator = new Authenticator({ inlineKeys: config.serviceKeys, stored: keys })
   const localLimiter = new RateLimiter({ limits: config.rateLimits, maxKeys: config.rateLimitMaxKeys, clock })
-  const readiness: ReadinessCheck[] = [{ name: 'lmdb', required: true, check: () => lmdbReady(store, capacity, now) }]
+  // Every store requests depend on is required: without it they fail. DATA_DIR's LMDB is also not ready when it has
+  // no room (MIN_FREE_DISK, LMDB_MAP_SIZE) or its last write failed.
+  const readiness: ReadinessCheck[] = [
+    { name: 'lmdb', required: true, check: () => lmdbReady(store, capacity, now) },
+    ...stores.readiness.filter((r) => r.name !== 'lmdb').map((r) => ({ name: r.name, required: true, check: () => r.check() })),
+  ]
   let redis: RedisStore | undefined
   let limiter: Limiter = localLimiter
   if (config.redisUrl !== undefined) {
@@ -153,8 +172,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   // catches a wrong UPSTREAM_BASE_URL before traffic does (issue 27).
   if (config.readyCheckUpstream) readiness.push({ name: 'upstream', required: true, check: () => catalog.check() })
 
-  const counter = new TokenCounter({ margins: config.tokenMargins, media: config.mediaTokens })
-  const sessions = new SessionRepo(store, { maxMessagesPerSession: config.maxSessionMessages, clock: now, counter })
+  const sessions = stores.sessions
   const embedder = createEmbedder(config)
   const knowledge = new KnowledgeBase({
     store,
@@ -176,10 +194,15 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     onIndexSaveError: (err, file) => logger.warn({ err, file }, 'could not save an index file'),
   })
   // Off means neither indexing nor searching: turns saved meanwhile are not recallable after turning it back on.
-  const recall = config.recallEnabled
+  // Recall indexes saved turns in the save's own LMDB transaction (session-recall.ts), so it needs sessions in LMDB;
+  // with PostgreSQL it is not available yet (docs/scaling.md) and the history is packed without recalled turns.
+  const recallSessions = config.recallEnabled ? stores.recallSessions : undefined
+  if (config.recallEnabled && recallSessions === undefined)
+    logger.warn({ store: stores.engine }, 'long-term recall (RECALL=on) is not available with this store yet: turned off')
+  const recall = recallSessions
     ? new SessionRecall({
         store,
-        sessions,
+        sessions: recallSessions,
         embedder,
         counter,
         dataDir: config.dataDir,
@@ -209,8 +232,8 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   })
   metrics.setCollectors({ corrections: () => counter.corrections(), sizes: () => store.sizes(), lmdbSpace: () => store.space() })
 
-  const responses = new ResponseRepo(store)
-  const conversations = new ConversationRepo(store)
+  const responses = stores.responses
+  const conversations = stores.conversations
   const traces = new TraceRepo(store)
   const recorder = new TraceRecorder({
     store: traces,
@@ -418,6 +441,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
       await recall?.close()
       await upstream.close()
       await redis?.close()
+      await stores.close()
       await store.close()
       logger.flush()
     })()
@@ -448,11 +472,20 @@ async function lmdbReady(store: Store, capacity: StoreCapacity, now: () => numbe
 const RECOVERED_ROOM = 1024 * 1024
 
 /** On a first start with no keys at all, create one (plan pro) and print it once. */
-async function ensureFirstKey(config: Config, keys: KeyRepo, onBootstrapKey?: (line: string) => void): Promise<void> {
-  if (config.serviceKeys.size > 0 || keys.countActive() > 0) return
+async function ensureFirstKey(config: Config, keys: KeyStore, onBootstrapKey?: (line: string) => void): Promise<void> {
+  if (config.serviceKeys.size > 0 || (await keys.countActive()) > 0) return
   const { key, record } = await keys.create('pro', 'bootstrap')
   const line = `recallgate: created the first service key (${record.id}, plan pro). It is shown only once: ${key}`
   ;(onBootstrapKey ?? ((l: string) => process.stderr.write(`${l}\n`)))(line)
+}
+
+/** The store engine settings (storage/open-stores.ts chooses LMDB or PostgreSQL from them). */
+function databaseOptions(config: Config): Pick<Parameters<typeof openStores>[0], 'databaseUrl' | 'databasePoolSize' | 'databaseStatementTimeout'> {
+  return {
+    databaseUrl: config.databaseUrl,
+    databasePoolSize: config.databasePoolSize,
+    databaseStatementTimeout: config.databaseStatementTimeout,
+  }
 }
 
 function createEmbedder(config: Config): Embedder {
@@ -484,7 +517,13 @@ export async function startFromEnv(overrides: Record<string, string> = {}): Prom
     const logger = createLogger({ level: config.logLevel })
     const store = openStore({ dir: config.dataDir })
     try {
-      await ensureFirstKey(config, new KeyRepo(store, { now: Date.now }))
+      const counter = new TokenCounter({ margins: config.tokenMargins, media: config.mediaTokens })
+      const stores = await openStores({ ...databaseOptions(config), lmdb: store, maxMessagesPerSession: config.maxSessionMessages, now: Date.now, counter })
+      try {
+        await ensureFirstKey(config, stores.keys)
+      } finally {
+        await stores.close()
+      }
     } finally {
       await store.close()
     }

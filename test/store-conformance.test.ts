@@ -3,46 +3,82 @@
  * it lands (add it to `engines`). Each case asserts what a caller of the interface relies on, nothing engine-specific.
  */
 import t, { type Test } from 'tap'
+import { hashKey } from '../src/auth/service-keys.js'
 import { TokenCounter } from '../src/context/tokenizer.js'
-import { ConversationRepo } from '../src/storage/conversation-repo.js'
-import type { ConversationStore, ResponseStore, SessionStore, StoredItem, StoredResponse } from '../src/storage/interface.js'
-import { ResponseRepo } from '../src/storage/response-repo.js'
-import { SessionRepo } from '../src/storage/session-repo.js'
+import { GatewayError } from '../src/errors.js'
+import type { StoredItem, StoredResponse } from '../src/storage/interface.js'
+import { openStores, type Stores } from '../src/storage/open-stores.js'
 import { openStore } from '../src/storage/store.js'
+import { freshDatabase, POSTGRES_SKIP_REASON, testDatabaseUrl } from './helpers/services.js'
+
+interface Opened extends Stores {
+  /** Close and open the same data again (a restart). */
+  reopen(): Promise<Opened>
+  /** Open the same data a second time beside this one (another process or replica). */
+  another(): Promise<Stores>
+}
 
 interface Engine {
   name: string
-  open(t: Test): Promise<{ sessions: SessionStore; responses: ResponseStore; conversations: ConversationStore; reopen(): Promise<{ sessions: SessionStore; responses: ResponseStore; conversations: ConversationStore }> }>
+  /** Undefined when the engine can be tested here; else why not. */
+  skip: string | undefined
+  open(t: Test, opts?: { maxMessagesPerSession?: number }): Promise<Opened>
 }
 
 const counter = new TokenCounter({ margins: { '*': 0.1 } })
+const now = (): number => 1_700_000_000_000
 
-const lmdb: Engine = {
-  name: 'lmdb',
-  async open(t) {
-    const dir = t.testdir()
-    const make = (): { sessions: SessionStore; responses: ResponseStore; conversations: ConversationStore } => {
-      const store = openStore({ dir })
-      t.teardown(() => store.close())
-      current = store
-      return {
-        sessions: new SessionRepo(store, { maxMessagesPerSession: 1000, clock: () => 1_700_000_000_000, counter }),
-        responses: new ResponseRepo(store),
-        conversations: new ConversationRepo(store),
+/** Both engines through the gateway's own factory (storage/open-stores.ts), LMDB in a temp dir in either case. */
+function engine(name: string, databaseUrl: (t: Test) => Promise<string | undefined>, skip: string | undefined): Engine {
+  return {
+    name,
+    skip,
+    async open(t, opts = {}) {
+      const dir = t.testdir()
+      const url = await databaseUrl(t)
+      const make = async (): Promise<Stores> => {
+        const lmdb = openStore({ dir })
+        const stores = await openStores({
+          databaseUrl: url,
+          databasePoolSize: 4,
+          databaseStatementTimeout: 10_000,
+          lmdb,
+          maxMessagesPerSession: opts.maxMessagesPerSession ?? 1000,
+          now,
+          counter,
+        })
+        let closed = false
+        const close = async (): Promise<void> => {
+          if (closed) return
+          closed = true
+          await stores.close()
+          await lmdb.close()
+        }
+        t.teardown(close)
+        return { ...stores, close }
       }
-    }
-    let current: ReturnType<typeof openStore> | undefined
-    return {
-      ...make(),
-      reopen: async () => {
-        await current?.close()
-        return make()
-      },
-    }
-  },
+      const wrap = (s: Stores): Opened => ({
+        ...s,
+        reopen: async () => {
+          await s.close()
+          return wrap(await make())
+        },
+        another: make,
+      })
+      return wrap(await make())
+    },
+  }
 }
 
-const engines: Engine[] = [lmdb]
+const databaseUrl = testDatabaseUrl()
+const lmdb = engine('lmdb', async () => undefined, undefined)
+const postgres = engine(
+  'postgres',
+  async (t) => (databaseUrl === undefined ? undefined : freshDatabase(t, databaseUrl)),
+  databaseUrl === undefined ? POSTGRES_SKIP_REASON : undefined,
+)
+
+const engines: Engine[] = [lmdb, postgres]
 
 const item = (id: string, text: string): StoredItem => ({
   type: 'message',
@@ -74,6 +110,10 @@ function response(id: string, previous: string | null, n: number): StoredRespons
 }
 
 for (const engine of engines) {
+  if (engine.skip !== undefined) {
+    t.test(`${engine.name}: the store contract`, { skip: engine.skip }, async () => {})
+    continue
+  }
   t.test(`${engine.name}: a saved response reads back whole, survives a reopen, and its items resolve by id`, async (t) => {
     const s = await engine.open(t)
     await s.responses.save('tenant-a', response('resp_1', null, 1))
@@ -126,5 +166,110 @@ for (const engine of engines) {
     t.same((await s.sessions.list('tenant-a', { limit: 10 })).data.map((i) => i.id), ['s1'])
     t.equal(await s.sessions.delete('tenant-a', 's1'), true)
     t.equal(await s.sessions.get('tenant-a', 's1'), undefined)
+  })
+
+  t.test(`${engine.name}: replaceFrom rewinds the tail in the same save, and seqs stay contiguous`, async (t) => {
+    const s = await engine.open(t)
+    await s.sessions.appendExchange('tenant-a', 's', [{ role: 'user', content: 'one' }, { role: 'assistant', content: 'uno' }])
+    await s.sessions.appendExchange('tenant-a', 's', [{ role: 'user', content: 'two' }, { role: 'assistant', content: 'dos' }])
+    const saved = await s.sessions.appendExchange(
+      'tenant-a',
+      's',
+      [{ role: 'user', content: 'two, edited' }, { role: 'assistant', content: 'deux' }],
+      { replaceFrom: 2 },
+    )
+    t.same(saved.map((m) => m.seq), [2, 3], 'the new messages take the replaced seqs')
+    const h = await s.sessions.history('tenant-a', 's')
+    t.same(h.map((m) => m.text), ['one', 'uno', 'two, edited', 'deux'])
+    t.same(h.map((m) => m.seq), [0, 1, 2, 3])
+    await s.sessions.appendExchange('tenant-a', 's', [], { replaceFrom: 3 })
+    t.same((await s.sessions.history('tenant-a', 's')).map((m) => m.text), ['one', 'uno', 'two, edited'], 'replacing with nothing removes the tail')
+    t.equal((await s.sessions.get('tenant-a', 's'))?.messageCount, 3)
+    const next = await s.sessions.appendExchange('tenant-a', 's', [{ role: 'assistant', content: 'trois' }])
+    t.same(next.map((m) => m.seq), [3], 'the next save continues where the rewind left off')
+    const again = await s.reopen()
+    t.same((await again.sessions.history('tenant-a', 's')).map((m) => `${m.seq}:${m.text}`), ['0:one', '1:uno', '2:two, edited', '3:trois'])
+  })
+
+  t.test(`${engine.name}: messages beyond the per-session bound are pruned oldest first, in the save`, async (t) => {
+    const s = await engine.open(t, { maxMessagesPerSession: 3 })
+    await s.sessions.appendExchange('tenant-a', 's', [{ role: 'user', content: 'a' }, { role: 'assistant', content: 'b' }])
+    await s.sessions.appendExchange('tenant-a', 's', [{ role: 'user', content: 'c' }, { role: 'assistant', content: 'd' }])
+    t.same((await s.sessions.history('tenant-a', 's')).map((m) => `${m.seq}:${m.text}`), ['1:b', '2:c', '3:d'])
+    t.equal((await s.sessions.get('tenant-a', 's'))?.messageCount, 3)
+    await s.sessions.appendExchange('tenant-a', 's', [{ role: 'user', content: 'e' }, { role: 'assistant', content: 'f' }, { role: 'user', content: 'g' }, { role: 'assistant', content: 'h' }])
+    const again = await s.reopen()
+    t.same((await again.sessions.history('tenant-a', 's')).map((m) => `${m.seq}:${m.text}`), ['5:f', '6:g', '7:h'], 'an exchange longer than the bound keeps its newest')
+  })
+
+  t.test(`${engine.name}: sessions list in id order, page by page with after, per tenant`, async (t) => {
+    const s = await engine.open(t)
+    for (const id of ['b', 'a', 'é', 'c', 'B']) await s.sessions.appendExchange('tenant-a', id, [{ role: 'user', content: id }])
+    await s.sessions.appendExchange('tenant-b', 'a0', [{ role: 'user', content: 'other tenant' }])
+    const p1 = await s.sessions.list('tenant-a', { limit: 2 })
+    t.same(p1.data.map((i) => i.id), ['B', 'a'], 'code point order')
+    t.equal(p1.hasMore, true)
+    const p2 = await s.sessions.list('tenant-a', { limit: 2, after: 'a' })
+    t.same(p2.data.map((i) => i.id), ['b', 'c'])
+    t.equal(p2.hasMore, true)
+    const p3 = await s.sessions.list('tenant-a', { limit: 2, after: 'c' })
+    t.same(p3.data.map((i) => i.id), ['é'])
+    t.equal(p3.hasMore, false)
+    t.same((await s.sessions.list('tenant-b', { limit: 10 })).data.map((i) => i.id), ['a0'])
+    t.same((await s.sessions.list('tenant-c', { limit: 10 })).data, [])
+  })
+
+  t.test(`${engine.name}: concurrent saves to one session never collide and none is lost`, async (t) => {
+    const s = await engine.open(t)
+    const other = await s.another()
+    await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        (i % 2 === 0 ? s : other).sessions.appendExchange('tenant-a', 's', [{ role: 'user', content: `q${i}` }, { role: 'assistant', content: `a${i}` }]),
+      ),
+    )
+    const h = await s.sessions.history('tenant-a', 's')
+    t.same(h.map((m) => m.seq), Array.from({ length: 40 }, (_, i) => i), 'seqs 0..39, contiguous')
+    for (let i = 0; i < 20; i++) {
+      const at = h.findIndex((m) => m.text === `q${i}`)
+      t.equal(h[at + 1]?.text, `a${i}`, `exchange ${i} kept whole and in order`)
+    }
+  })
+
+  t.test(`${engine.name}: an agent message is kept whole: content null, tool calls, tool results`, async (t) => {
+    const s = await engine.open(t)
+    const call = { role: 'assistant' as const, content: null, tool_calls: [{ id: 'call_1', type: 'function' as const, function: { name: 'f', arguments: '{"x":1}' } }] }
+    const result = { role: 'tool' as const, tool_call_id: 'call_1', content: [{ type: 'text' as const, text: 'ok' }] }
+    await s.sessions.appendExchange('tenant-a', 's', [{ role: 'user', content: 'go' }, call, result])
+    const again = await s.reopen()
+    const h = await again.sessions.history('tenant-a', 's')
+    t.same(h[1]?.message, call)
+    t.same(h[2]?.message, result)
+  })
+
+  t.test(`${engine.name}: odd session ids are refused as a bad parameter, never a store error`, async (t) => {
+    const s = await engine.open(t)
+    for (const odd of ['', 'a\u0000b', 'x'.repeat(5000)]) {
+      await t.rejects(Promise.resolve().then(() => s.sessions.history('tenant-a', odd)), GatewayError, `length ${odd.length}`)
+      await t.rejects(Promise.resolve().then(() => s.sessions.appendExchange('tenant-a', odd, [{ role: 'user', content: 'x' }])), GatewayError)
+    }
+    t.equal(await s.conversations.get('tenant-a', 'a\u0000b'), undefined, 'an odd conversation id is not found')
+  })
+
+  t.test(`${engine.name}: keys: created keys authenticate (also through another instance), revoked ones do not`, async (t) => {
+    const s = await engine.open(t)
+    const { key, record } = await s.keys.create('premium', 'conformance')
+    const hash = hashKey(key)
+    t.equal(s.keys.lookup(hash)?.plan, 'premium')
+    t.equal(await s.keys.countActive(), 1)
+    t.same((await s.keys.list()).map((r) => [r.id, r.plan, r.label]), [[record.id, 'premium', 'conformance']])
+    const other = await s.another()
+    const seen = other.keys.lookup(hash) ?? (await other.keys.lookupMiss?.(hash))
+    t.equal(seen?.id, s.keys.lookup(hash)?.id, 'the other instance finds the same tenant')
+    t.equal(other.keys.lookup(hashKey('rg_not-a-key')) ?? (await other.keys.lookupMiss?.(hashKey('rg_not-a-key'))), undefined)
+    t.equal(await s.keys.revoke(record.id), true)
+    t.equal(s.keys.lookup(hash), undefined, 'revoked: refused at once by the instance that revoked it')
+    t.equal(await s.keys.revoke(record.id), false, 'a second revoke finds no active key')
+    t.equal(await s.keys.countActive(), 0)
+    t.ok((await s.keys.list())[0]?.revokedAt, 'the record stays, marked revoked')
   })
 }

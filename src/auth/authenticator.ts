@@ -10,6 +10,8 @@ import { hashKey, tenantIdFor } from './service-keys.js'
 
 export interface KeyLookup {
   lookup(hash: string): Tenant | undefined
+  /** A store that caches (PostgreSQL) asks its database about a hash the cache does not know. */
+  lookupMiss?(hash: string): Promise<Tenant | undefined>
 }
 
 export class Authenticator {
@@ -29,7 +31,11 @@ export class Authenticator {
     return key === undefined || key === '' ? undefined : key
   }
 
-  authenticate(headers: IncomingHttpHeaders): Tenant {
+  /**
+   * The caller's tenant. Synchronous whenever the answer is known here (inline keys, the key store's own answer);
+   * a promise only when a caching store has to ask its database about a hash it has not seen (server.ts awaits it).
+   */
+  authenticate(headers: IncomingHttpHeaders): Tenant | Promise<Tenant> {
     const key = Authenticator.presentedKey(headers)
     if (key === undefined) throw gatewayError('missing_service_key')
     // No cache of raw key → hash: it would keep presented keys in memory beyond their request, for ≈ 0.6 µs saved.
@@ -43,7 +49,11 @@ export class Authenticator {
     }
     if (inlinePlan !== undefined) return { id: tenantIdFor(hash), plan: inlinePlan }
     const tenant = this.#stored.lookup(hash)
-    if (tenant === undefined) throw gatewayError('invalid_service_key')
-    return tenant
+    if (tenant !== undefined) return tenant
+    if (this.#stored.lookupMiss === undefined) throw gatewayError('invalid_service_key')
+    return this.#stored.lookupMiss(hash).then((found) => {
+      if (found === undefined) throw gatewayError('invalid_service_key')
+      return found
+    })
   }
 }

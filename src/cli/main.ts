@@ -13,6 +13,7 @@ Commands:
   keys revoke <key-id>          revoke a key by its id (key_…)
   ingest <path…>                upload files or folders to a running gateway's knowledge base
   sessions export <id>          write a session as JSON
+  migrate [--from-lmdb DIR]     apply the PostgreSQL schema migrations (DATABASE_URL); copy an LMDB DATA_DIR in
   mock-upstream                 run the mock OpenRouter provider (for demos and load tests)
   bench                         drive load against a running gateway (req/s, latency, time to first token)
 
@@ -30,8 +31,9 @@ const KEYS_HELP = `Usage: recallgate keys create [--plan free|pro|premium|enterp
        recallgate keys list
        recallgate keys revoke <key-id>
 
-Manages the service keys stored in DATA_DIR (only SHA-256 hashes are stored). Works while the gateway runs:
-the gateway reads keys from the store on every request.
+Manages the service keys stored in DATA_DIR, or in PostgreSQL with DATABASE_URL (only SHA-256 hashes are stored).
+Works while the gateway runs: with DATA_DIR the gateway reads keys from the store on every request; with PostgreSQL a
+new key works at once on every replica and a revoked one stops within 5 s (each replica's key cache).
 `
 
 async function keys(argv: string[], io: CommandIo): Promise<number> {
@@ -53,10 +55,27 @@ async function keysCommand(argv: string[], io: CommandIo): Promise<number> {
   const [sub, ...rest] = args.positionals
   const { envWithDotenv, loadConfig } = await import('../config.js')
   const { openStore } = await import('../storage/store.js')
-  const { KeyRepo } = await import('../storage/key-repo.js')
+  const { openStores } = await import('../storage/open-stores.js')
+  const { TokenCounter } = await import('../context/tokenizer.js')
   const config = loadConfig(envWithDotenv(io.env, process.cwd()))
   const store = openStore({ dir: config.dataDir })
-  const repo = new KeyRepo(store, { now: Date.now })
+  // The same engine the gateway uses: DATA_DIR's LMDB, or PostgreSQL with DATABASE_URL.
+  let stores
+  try {
+    stores = await openStores({
+      databaseUrl: config.databaseUrl,
+      databasePoolSize: 1,
+      databaseStatementTimeout: config.databaseStatementTimeout,
+      lmdb: store,
+      maxMessagesPerSession: config.maxSessionMessages,
+      now: Date.now,
+      counter: new TokenCounter({ margins: config.tokenMargins }),
+    })
+  } catch (err) {
+    await store.close()
+    throw err
+  }
+  const repo = stores.keys
   try {
     switch (sub) {
       case 'create': {
@@ -68,7 +87,7 @@ async function keysCommand(argv: string[], io: CommandIo): Promise<number> {
         return 0
       }
       case 'list': {
-        const rows = repo.list()
+        const rows = await repo.list()
         if (args.flags.json) {
           io.stdout.write(`${JSON.stringify(rows.map(({ hash: _hash, ...r }) => r), null, 2)}\n`)
           return 0
@@ -94,6 +113,7 @@ async function keysCommand(argv: string[], io: CommandIo): Promise<number> {
         throw new UsageError(sub === undefined ? 'keys needs a subcommand' : `unknown keys subcommand "${sub}"`)
     }
   } finally {
+    await stores.close()
     await store.close()
   }
 }
@@ -129,6 +149,8 @@ export async function main(argv: string[], io: CommandIo): Promise<number> {
         if (rest[0] !== 'export') throw new UsageError('usage: recallgate sessions export <id>')
         return await (await import('./sessions-export.js')).run(rest.slice(1), io)
       }
+      case 'migrate':
+        return await (await import('./migrate.js')).run(rest, io)
       case 'bench':
         return await (await import('./bench.js')).run(rest, io)
       case 'mock-upstream':

@@ -230,7 +230,9 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
       ctx.params = found.match.params
       if (draining) throw gatewayError('shutting_down')
       if (def.auth) {
-        ctx.tenant = opts.authenticator.authenticate(req.headers)
+        const who = opts.authenticator.authenticate(req.headers)
+        // Only a caching key store asking its database answers with a promise: the usual path stays synchronous.
+        ctx.tenant = who instanceof Promise ? await who : who
         try {
           let d = opts.limiter.check(ctx.tenant.id, ctx.tenant.plan)
           // Only a shared limiter answers with a promise: the embedded mode's check stays synchronous.

@@ -1,16 +1,27 @@
 /**
- * Storage failures (storage/store-errors.ts) as API errors: a store out of room is 507 `insufficient_storage`, one
- * failing for another reason 503 `storage_unavailable` with Retry-After. The one place the two meet, used by the
+ * Storage failures as API errors: a store out of room is 507 `insufficient_storage`, one failing for another reason
+ * 503 `storage_unavailable` with Retry-After (storage/store-errors.ts), a database that cannot answer now 503
+ * `database_unavailable` (storage/interface.ts). The one place the two meet, used by the
  * server for every route and by the chat path for a save that fails after its stream has started.
  */
 import { gatewayError, type GatewayError } from '../errors.js'
+import { DatabaseUnavailableError } from '../storage/interface.js'
 import { StoreUnavailableError } from '../storage/store-errors.js'
 
 /** Seconds a client is asked to wait before retrying a write the store could not take. */
 const RETRY_AFTER_SECONDS = 30
 
+/**
+ * Retry-After for `database_unavailable`: a PostgreSQL restart or failover takes seconds, and a client retrying in
+ * one second costs one quick failure (every statement and connection wait is bounded) if it is not back yet.
+ */
+const DATABASE_RETRY_AFTER_SECONDS = 1
+
 /** The API error for a storage failure; undefined for anything else. */
 export function storeFailure(err: unknown): GatewayError | undefined {
+  if (err instanceof DatabaseUnavailableError) {
+    return gatewayError('database_unavailable', { headers: { 'retry-after': String(DATABASE_RETRY_AFTER_SECONDS) }, cause: err })
+  }
   if (!(err instanceof StoreUnavailableError)) return undefined
   if (err.full) {
     return gatewayError('insufficient_storage', {

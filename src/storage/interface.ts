@@ -60,6 +60,11 @@ export interface KeyStore {
    * else, so an engine across a network answers it from a per-process cache fed by its change log.
    */
   lookup(hash: string): Tenant | undefined
+  /**
+   * For an engine whose `lookup` answers from a cache: a hash the cache did not know, asked of the engine itself (a
+   * key created through another replica a moment ago). Engines whose `lookup` is the source of truth leave it out.
+   */
+  lookupMiss?(hash: string): Promise<Tenant | undefined>
 }
 
 /** A Responses API item as stored: the wire shape (`{type, id, …}`), kept whole. */
@@ -147,4 +152,19 @@ export interface TraceStore {
   get(tenant: string, id: string): Awaitable<RequestTrace | undefined>
   /** Removes the traces of one session; how many went. */
   deleteSession(tenant: string, sessionId: string): Promise<number>
+}
+
+/**
+ * Thrown by any store method when its engine cannot answer now (a network engine unreachable, restarting, or past its
+ * statement timeout): a transient condition the caller may retry, as opposed to a bug or a refused write. The HTTP
+ * layer turns it into a 503 with `Retry-After`; storage/ itself never builds API errors.
+ */
+export class DatabaseUnavailableError extends Error {
+  /** Which engine (`postgres`), for logs and metrics. */
+  readonly store: string
+  constructor(store: string, message: string, opts?: { cause?: unknown }) {
+    super(message, opts)
+    this.name = 'DatabaseUnavailableError'
+    this.store = store
+  }
 }

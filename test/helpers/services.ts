@@ -99,3 +99,43 @@ export async function sharedRedisUrl(t: TestLike): Promise<string | undefined> {
   if (fromCi) return fromCi
   return (await ownRedis(t))?.url
 }
+
+/**
+ * PostgreSQL for the tests that need it: CI's cluster (`.ci/run` exports RECALLGATE_TEST_DATABASE_URL). Debian ships
+ * the server binaries off PATH and they refuse to run as root, so unlike Redis a test does not start its own: without
+ * the URL, a test file calls `t.skip(POSTGRES_SKIP_REASON)` at its top level (visible in the summary).
+ */
+export const POSTGRES_SKIP_REASON =
+  'RECALLGATE_TEST_DATABASE_URL is not set (.ci/run starts PostgreSQL and sets it; see test/helpers/services.ts)'
+
+export function testDatabaseUrl(): string | undefined {
+  return process.env.RECALLGATE_TEST_DATABASE_URL || undefined
+}
+
+/**
+ * A new, empty database on the test cluster for one test (dropped at teardown), so tests sharing the cluster never
+ * see each other's rows and migration tests start from nothing.
+ */
+export async function freshDatabase(t: Pick<Test, 'teardown'>, baseUrl: string): Promise<string> {
+  const { default: pg } = await import('pg')
+  const name = `rg_test_${process.pid}_${Math.random().toString(36).slice(2, 10)}`
+  const admin = new pg.Client({ connectionString: baseUrl })
+  await admin.connect()
+  try {
+    await admin.query(`CREATE DATABASE ${name}`)
+  } finally {
+    await admin.end()
+  }
+  t.teardown(async () => {
+    const c = new pg.Client({ connectionString: baseUrl })
+    await c.connect()
+    try {
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+    } finally {
+      await c.end()
+    }
+  })
+  const u = new URL(baseUrl)
+  u.pathname = `/${name}`
+  return u.toString()
+}

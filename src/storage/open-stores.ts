@@ -1,0 +1,112 @@
+/**
+ * The one place the store engine is chosen: the embedded LMDB repositories (no DATABASE_URL), or PostgreSQL shared by
+ * every replica (storage/postgres/). Everything else holds the interfaces (storage/interface.ts) and never asks which.
+ *
+ * The LMDB environment in DATA_DIR is opened by the caller in both cases: the knowledge base (files, chunks, vectors
+ * and their indexes) stays in it for now (docs/scaling.md says what that means for replicas on several hosts).
+ */
+import type { TokenCounter } from '../context/tokenizer.js'
+import type { Clock, Ms } from '../types.js'
+import { ConversationRepo } from './conversation-repo.js'
+import type { ConversationStore, KeyStore, ResponseStore, SessionStore } from './interface.js'
+import { KeyRepo } from './key-repo.js'
+import { PgConversationStore } from './postgres/conversation-store.js'
+import { PgKeyStore } from './postgres/key-store.js'
+import { migrate } from './postgres/migrations.js'
+import { Pg } from './postgres/pool.js'
+import { PgResponseStore } from './postgres/response-store.js'
+import { PgSessionStore } from './postgres/session-store.js'
+import { ResponseRepo } from './response-repo.js'
+import { SessionRepo } from './session-repo.js'
+import type { Store } from './store.js'
+
+export type Engine = 'lmdb' | 'postgres'
+
+export interface Stores {
+  readonly engine: Engine
+  readonly sessions: SessionStore
+  readonly keys: KeyStore
+  readonly responses: ResponseStore
+  readonly conversations: ConversationStore
+  /**
+   * The LMDB session repository, when sessions live in LMDB: long-term recall indexes saved turns through its hooks in
+   * the save's own transaction. Undefined on PostgreSQL, where recall is not available yet (docs/scaling.md).
+   */
+  readonly recallSessions: SessionRepo | undefined
+  /**
+   * Readiness, one check per engine this process depends on: DATA_DIR's LMDB always (the knowledge base lives there),
+   * PostgreSQL when configured. Each resolves when its engine answers and rejects when it cannot.
+   */
+  readonly readiness: readonly { readonly name: Engine; check(): Promise<void> }[]
+  close(): Promise<void>
+}
+
+export interface OpenStoresOptions {
+  /** PostgreSQL when set (DATABASE_URL); else LMDB. */
+  databaseUrl: string | undefined
+  databasePoolSize: number
+  databaseStatementTimeout: Ms
+  /** DATA_DIR's LMDB environment (opened and closed by the caller). */
+  lmdb: Store
+  maxMessagesPerSession: number
+  /** Epoch ms for stored timestamps. */
+  now: Clock
+  counter: TokenCounter
+  /** Every PostgreSQL query and transaction: the store metrics (`store="postgres"`). */
+  observe?: (op: string, ms: Ms, ok: boolean) => void
+  /** Lines worth an operator's eye: applied migrations, a failed idle connection, a failed key reload. */
+  log?: (level: 'info' | 'warn', msg: string, fields?: Record<string, unknown>) => void
+}
+
+export async function openStores(o: OpenStoresOptions): Promise<Stores> {
+  if (o.databaseUrl === undefined) {
+    const sessions = new SessionRepo(o.lmdb, { maxMessagesPerSession: o.maxMessagesPerSession, clock: o.now, counter: o.counter })
+    return {
+      engine: 'lmdb',
+      sessions,
+      keys: new KeyRepo(o.lmdb, { now: o.now }),
+      responses: new ResponseRepo(o.lmdb),
+      conversations: new ConversationRepo(o.lmdb),
+      recallSessions: sessions,
+      readiness: [lmdbReady(o.lmdb)],
+      // The environment is the caller's to close.
+      close: async () => {},
+    }
+  }
+  const log = o.log ?? (() => {})
+  const pg = new Pg({
+    url: o.databaseUrl,
+    poolSize: o.databasePoolSize,
+    statementTimeout: o.databaseStatementTimeout,
+    ...(o.observe ? { observe: o.observe } : {}),
+    onIdleError: (err) => log('warn', 'a pooled PostgreSQL connection failed', { store: 'postgres', err }),
+  })
+  try {
+    await migrate(pg.pool, { log: (line) => log('info', line, { store: 'postgres' }) })
+    const keys = new PgKeyStore(pg, {
+      now: o.now,
+      onReloadError: (err) => log('warn', 'could not reload the service keys (the cached ones keep working)', { store: 'postgres', err }),
+    })
+    await keys.start()
+    return {
+      engine: 'postgres',
+      sessions: new PgSessionStore(pg, { maxMessagesPerSession: o.maxMessagesPerSession, clock: o.now, counter: o.counter }),
+      keys,
+      responses: new PgResponseStore(pg),
+      conversations: new PgConversationStore(pg),
+      recallSessions: undefined,
+      readiness: [lmdbReady(o.lmdb), { name: 'postgres', check: () => pg.ping() }],
+      close: async () => {
+        keys.stop()
+        await pg.close()
+      },
+    }
+  } catch (err) {
+    await pg.close()
+    throw err
+  }
+}
+
+function lmdbReady(store: Store): { name: Engine; check(): Promise<void> } {
+  return { name: 'lmdb', check: async () => void store.meta.get('schemaVersion') }
+}

@@ -1,0 +1,100 @@
+/**
+ * `recallgate migrate --from-lmdb DIR`: copy an embedded deployment's keys, sessions and messages, stored responses
+ * (with their item index) and conversations from its LMDB environment into PostgreSQL, in one transaction (all or
+ * nothing). Rows already in PostgreSQL are kept (ON CONFLICT DO NOTHING), so a second run copies nothing twice.
+ * Run it with the gateway stopped: LMDB is read as one snapshot per database, not one for the whole copy.
+ */
+import type { StoredResponse } from '../interface.js'
+import type { Store } from '../store.js'
+import type { Pg, Queryable } from './pool.js'
+
+export interface CopyCounts {
+  keys: number
+  sessions: number
+  messages: number
+  responses: number
+  conversations: number
+}
+
+/** Rows per INSERT: large enough to cost few round trips, small enough to stay far from the parameter limit. */
+const BATCH = 500
+
+export async function copyFromLmdb(store: Store, pg: Pg): Promise<CopyCounts> {
+  return pg.transaction('copy_from_lmdb', async (c) => {
+    const counts: CopyCounts = { keys: 0, sessions: 0, messages: 0, responses: 0, conversations: 0 }
+    counts.keys = await batched(c, store.keys.getRange(), (v) => {
+      const r = v.value as { id: string; hash: string; plan: string; label?: string; createdAt: number; revokedAt?: number }
+      return [r.hash, r.id, r.plan, r.label ?? null, r.createdAt, r.revokedAt ?? null]
+    }, 'keys (hash, id, plan, label, created_at, revoked_at)', '')
+    counts.sessions = await batched(c, store.sessions.getRange(), (v) => {
+      const [tenant, id] = v.key as [string, string]
+      const r = v.value as { createdAt: number; updatedAt: number; nextSeq: number; count: number }
+      return [tenant, id, r.createdAt, r.updatedAt, r.nextSeq, r.count]
+    }, 'sessions (tenant, session_id, created_at, updated_at, next_seq, count)', '')
+    counts.messages = await batched(c, store.messages.getRange(), (v) => {
+      const [tenant, id, seq] = v.key as [string, string, number]
+      const r = v.value as { message?: unknown; role?: string; content?: string; tokens: number; createdAt: number }
+      // Records written before agent messages were `{role, content}` (session-repo.ts reads them the same way).
+      const message = r.message ?? { role: r.role, content: r.content }
+      return [tenant, id, seq, JSON.stringify(message), r.tokens, r.createdAt]
+    }, 'messages (tenant, session_id, seq, message, tokens, created_at)', '::jsonb', 3)
+    counts.conversations = await batched(c, store.conversations.getRange(), (v) => {
+      const [tenant] = v.key as [string, string]
+      const r = v.value as { id: string; createdAt: number; metadata?: Record<string, string> }
+      return [tenant, r.id, r.createdAt, JSON.stringify(r.metadata ?? {})]
+    }, 'conversations (tenant, id, created_at, metadata)', '::jsonb', 3)
+    for (const { key, value } of store.responses.getRange()) {
+      const [tenant] = key as [string, string]
+      const r = value as StoredResponse
+      const ins = await c.query(
+        `INSERT INTO responses (tenant, id, created_at, completed_at, model, status, previous_response_id, conversation_id,
+           input, output, messages, usage, error, incomplete_details, echo)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10::jsonb, $11::jsonb, $12::jsonb, $13::jsonb, $14::jsonb, $15::jsonb)
+         ON CONFLICT DO NOTHING`,
+        [tenant, r.id, r.createdAt, r.completedAt, r.model, r.status, r.previousResponseId, r.conversationId, JSON.stringify(r.input),
+          JSON.stringify(r.output), JSON.stringify(r.messages), nullable(r.usage), nullable(r.error), nullable(r.incompleteDetails),
+          JSON.stringify(r.echo ?? {})],
+      )
+      counts.responses += ins.rowCount ?? 0
+    }
+    await batched(c, store.items.getRange(), (v) => {
+      const [tenant, itemId] = v.key as [string, string]
+      return [tenant, itemId, v.value as string]
+    }, 'response_items (tenant, item_id, response_id)', '')
+    return counts
+  })
+}
+
+function nullable(v: unknown): string | null {
+  return v === null || v === undefined ? null : JSON.stringify(v)
+}
+
+/**
+ * Insert rows in batches of BATCH, skipping those already there; returns how many were inserted. `castAt` (0-based
+ * column) gets `cast` appended to its placeholder (jsonb columns).
+ */
+async function batched<V>(
+  c: Queryable,
+  source: Iterable<V>,
+  row: (v: V) => unknown[],
+  target: string,
+  cast: string,
+  castAt = -1,
+): Promise<number> {
+  let inserted = 0
+  let rows: unknown[][] = []
+  const flush = async (): Promise<void> => {
+    if (rows.length === 0) return
+    const width = rows[0]?.length ?? 0
+    const values = rows.map((_, i) => `(${Array.from({ length: width }, (_, j) => `$${i * width + j + 1}${j === castAt ? cast : ''}`).join(', ')})`)
+    const res = await c.query(`INSERT INTO ${target} VALUES ${values.join(', ')} ON CONFLICT DO NOTHING`, rows.flat())
+    inserted += res.rowCount ?? 0
+    rows = []
+  }
+  for (const v of source) {
+    rows.push(row(v))
+    if (rows.length === BATCH) await flush()
+  }
+  await flush()
+  return inserted
+}

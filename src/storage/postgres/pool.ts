@@ -1,0 +1,152 @@
+/**
+ * The PostgreSQL connection pool (the only module besides the migrations importing `pg`), with the two things every
+ * store module needs from it: a query and a transaction, both timed for the store metrics and both turning "the
+ * database cannot answer now" into `DatabaseUnavailableError` (the HTTP layer's 503), whatever the failing step.
+ *
+ * Bounds: at most `poolSize` connections; a request waits at most `statementTimeout` for a free connection (or for a
+ * new one to connect) and each statement at most `statementTimeout` on the server (`statement_timeout`) and on the
+ * client (`query_timeout`, a little longer, for a server that stopped answering altogether).
+ */
+import pg from 'pg'
+import type { Ms } from '../../types.js'
+import { DatabaseUnavailableError } from '../interface.js'
+
+export interface PgOptions {
+  url: string
+  /** Connections kept at most (DATABASE_POOL_SIZE). */
+  poolSize: number
+  /** Longest wait for one statement, and for a connection (DATABASE_STATEMENT_TIMEOUT_MS). */
+  statementTimeout: Ms
+  /** Told about every query and transaction: its duration and whether it failed (the store metrics). */
+  observe?: (op: string, ms: Ms, ok: boolean) => void
+  /** An idle pooled connection failed (the server went away): pg emits it on the pool, and unheard it would crash. */
+  onIdleError?: (err: Error) => void
+}
+
+export type Queryable = Pick<pg.PoolClient, 'query'>
+export type Row = Record<string, unknown>
+
+/** Headroom of the client-side timeout over the server's own, so the server's (clearer) error normally wins. */
+const CLIENT_TIMEOUT_SLACK: Ms = 1_000
+
+export class Pg {
+  readonly pool: pg.Pool
+  readonly #observe: (op: string, ms: Ms, ok: boolean) => void
+
+  constructor(o: PgOptions) {
+    this.pool = new pg.Pool({
+      connectionString: o.url,
+      max: o.poolSize,
+      connectionTimeoutMillis: o.statementTimeout,
+      statement_timeout: o.statementTimeout,
+      query_timeout: o.statementTimeout + CLIENT_TIMEOUT_SLACK,
+      // Idle connections are closed after 30 s; nothing to keep warm beyond that.
+      idleTimeoutMillis: 30_000,
+      application_name: 'recallgate',
+    })
+    const onIdle = o.onIdleError ?? (() => {})
+    // Recorded, not thrown: the next query reconnects (or fails as DatabaseUnavailableError, which is what clients see).
+    this.pool.on('error', (err) => onIdle(err))
+    this.#observe = o.observe ?? (() => {})
+  }
+
+  /** One statement on any pooled connection. */
+  async query<R extends Row = Row>(op: string, text: string, values?: unknown[]): Promise<R[]> {
+    const started = performance.now()
+    try {
+      const res = await this.pool.query<R>(text, values)
+      this.#observe(op, performance.now() - started, true)
+      return res.rows
+    } catch (err) {
+      this.#observe(op, performance.now() - started, false)
+      throw classify(err)
+    }
+  }
+
+  /**
+   * `fn` inside BEGIN … COMMIT on one connection; resolves once COMMIT has returned (durable on the server, with its
+   * default synchronous_commit). Any throw rolls back; a connection that failed mid-transaction is discarded.
+   */
+  async transaction<T>(op: string, fn: (c: Queryable) => Promise<T>): Promise<T> {
+    const started = performance.now()
+    let client: pg.PoolClient | undefined
+    let broken: Error | undefined
+    // A callback that throws a plain error is its caller refusing (a check), not the store failing: not counted.
+    let refused = false
+    try {
+      client = await this.pool.connect()
+      await client.query('BEGIN')
+      let result: T
+      try {
+        result = await fn(client)
+      } catch (err) {
+        refused = !isConnectionFailure(err) && !(err instanceof pg.DatabaseError)
+        throw err
+      }
+      await client.query('COMMIT')
+      this.#observe(op, performance.now() - started, true)
+      return result
+    } catch (err) {
+      if (client !== undefined) {
+        try {
+          await client.query('ROLLBACK')
+        } catch (rollbackErr) {
+          // The connection itself is gone: release it as broken so the pool does not hand it out again.
+          broken = rollbackErr as Error
+        }
+      }
+      if (!refused) this.#observe(op, performance.now() - started, false)
+      throw classify(err)
+    } finally {
+      client?.release(broken)
+    }
+  }
+
+  /** Resolves when the database answers a trivial query (readiness). */
+  async ping(): Promise<void> {
+    await this.query('ping', 'SELECT 1')
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end()
+  }
+}
+
+/** SQLSTATEs that mean "not now" rather than "wrong": connection exceptions, shutdown, too many connections, timeouts. */
+function unavailableCode(code: string): boolean {
+  return (
+    code.startsWith('08') || // connection_exception
+    code === '57P01' || // admin_shutdown
+    code === '57P02' || // crash_shutdown
+    code === '57P03' || // cannot_connect_now (starting up, recovering)
+    code === '53300' || // too_many_connections
+    code === '57014' || // query_canceled: statement_timeout
+    code === '40001' || // serialization_failure
+    code === '40P01' // deadlock_detected
+  )
+}
+
+function isConnectionFailure(err: unknown): boolean {
+  if (!(err instanceof Error)) return false
+  const code = (err as { code?: unknown }).code
+  if (typeof code === 'string' && /^E[A-Z]+$/.test(code)) return true // ECONNREFUSED, ECONNRESET, ETIMEDOUT, …
+  // pg's own messages for a connection that dropped, a connect or query that timed out, a pool being closed.
+  return /Connection terminated|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error|Connection ended|pool after calling end/i.test(
+    err.message,
+  )
+}
+
+/** A failure that means the database cannot answer now becomes DatabaseUnavailableError; anything else is rethrown as is. */
+export function classify(err: unknown): unknown {
+  if (err instanceof DatabaseUnavailableError) return err
+  if (err instanceof pg.DatabaseError && typeof err.code === 'string' && unavailableCode(err.code))
+    return new DatabaseUnavailableError('postgres', `PostgreSQL cannot answer now (${err.code}): ${err.message}`, { cause: err })
+  if (isConnectionFailure(err))
+    return new DatabaseUnavailableError('postgres', `PostgreSQL cannot be reached: ${(err as Error).message}`, { cause: err })
+  return err
+}
+
+/** Epoch ms from a `bigint` column (pg hands int8 out as a string, exact). */
+export function ms(v: unknown): number {
+  return typeof v === 'number' ? v : Number(v)
+}

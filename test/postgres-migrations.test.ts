@@ -1,0 +1,147 @@
+/**
+ * The PostgreSQL schema migrations (src/storage/postgres/migrations.ts) and `recallgate migrate`, on a real
+ * PostgreSQL: from an empty database, from the previous version with data in it, and with replicas migrating at once.
+ */
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import t, { type Test } from 'tap'
+import { hashKey } from '../src/auth/service-keys.js'
+import { main } from '../src/cli/main.js'
+import { TokenCounter } from '../src/context/tokenizer.js'
+import { openStores } from '../src/storage/open-stores.js'
+import { openStore } from '../src/storage/store.js'
+import { MIGRATIONS, SCHEMA_VERSION, migrate } from '../src/storage/postgres/migrations.js'
+import { Pg } from '../src/storage/postgres/pool.js'
+import { capturedIo } from './helpers/captured-io.js'
+import { freshDatabase, POSTGRES_SKIP_REASON, testDatabaseUrl } from './helpers/services.js'
+
+const baseUrl = testDatabaseUrl()
+
+async function open(t: Test, url: string): Promise<Pg> {
+  const pg = new Pg({ url, poolSize: 4, statementTimeout: 10_000 })
+  t.teardown(() => pg.close())
+  return pg
+}
+
+const tables = async (pg: Pg): Promise<string[]> =>
+  (await pg.query<{ name: string }>('q', `SELECT tablename AS name FROM pg_tables WHERE schemaname = 'public' ORDER BY 1`)).map((r) => r.name)
+const versions = async (pg: Pg): Promise<number[]> =>
+  (await pg.query<{ version: number }>('q', 'SELECT version FROM schema_migrations ORDER BY version')).map((r) => r.version)
+
+if (baseUrl === undefined) {
+  t.test('postgres migrations', { skip: POSTGRES_SKIP_REASON }, async () => {})
+} else {
+  t.test('from an empty database: every step applied once, every table there; a second run changes nothing', async (t) => {
+    const pg = await open(t, await freshDatabase(t, baseUrl))
+    const first = await migrate(pg.pool)
+    t.same(first.applied, MIGRATIONS.map((m) => m.version))
+    t.equal(first.version, SCHEMA_VERSION)
+    t.same(await tables(pg), [
+      'chunks', 'conversations', 'files', 'index_log', 'index_meta', 'keys', 'messages', 'response_items', 'responses',
+      'schema_migrations', 'sessions', 'vectors',
+    ])
+    const again = await migrate(pg.pool)
+    t.same(again.applied, [], 'nothing left to apply')
+    t.same(await versions(pg), MIGRATIONS.map((m) => m.version))
+  })
+
+  t.test('from the previous version: the newest step applies over existing rows, which are kept', async (t) => {
+    const pg = await open(t, await freshDatabase(t, baseUrl))
+    const previous = SCHEMA_VERSION - 1
+    t.same((await migrate(pg.pool, { target: previous })).version, previous)
+    await pg.query('seed', `INSERT INTO response_items (tenant, item_id, response_id) VALUES ('t', 'msg_1', 'resp_1')`)
+    await pg.query('seed', `INSERT INTO sessions VALUES ('t', 's', 1, 1, 0, 0)`)
+    const up = await migrate(pg.pool)
+    t.same(up.applied, [SCHEMA_VERSION])
+    t.same(await versions(pg), MIGRATIONS.map((m) => m.version))
+    t.same(await pg.query('q', 'SELECT response_id FROM response_items'), [{ response_id: 'resp_1' }], 'rows kept')
+    const idx = await pg.query('q', `SELECT indexname FROM pg_indexes WHERE indexname = 'response_items_by_response'`)
+    t.equal(idx.length, 1, "version 2's index exists")
+  })
+
+  t.test('replicas migrating at once: the advisory lock lets one apply, the others find it done', async (t) => {
+    const url = await freshDatabase(t, baseUrl)
+    const pools = await Promise.all([open(t, url), open(t, url), open(t, url)])
+    const results = await Promise.all(pools.map((p) => migrate(p.pool)))
+    const applied = results.flatMap((r) => r.applied).sort((a, b) => a - b)
+    t.same(applied, MIGRATIONS.map((m) => m.version), 'each step applied exactly once across the three')
+    t.ok(results.every((r) => r.version === SCHEMA_VERSION))
+  })
+
+  t.test('a database newer than this build is refused, not guessed at', async (t) => {
+    const pg = await open(t, await freshDatabase(t, baseUrl))
+    await migrate(pg.pool)
+    await pg.query('q', `INSERT INTO schema_migrations (version, name) VALUES (${SCHEMA_VERSION + 1}, 'from the future')`)
+    await t.rejects(migrate(pg.pool), /schema is version \d+; this build knows up to/)
+  })
+
+  t.test('recallgate migrate applies the schema, then says it is up to date', async (t) => {
+    const url = await freshDatabase(t, baseUrl)
+    const io = capturedIo({ DATABASE_URL: url })
+    t.equal(await main(['migrate'], io), 0, io.err())
+    t.match(io.out(), /applied migration 1: core tables/)
+    t.match(io.out(), new RegExp(`schema is at version ${SCHEMA_VERSION}`))
+    const io2 = capturedIo({ DATABASE_URL: url })
+    t.equal(await main(['migrate'], io2), 0)
+    t.match(io2.out(), /schema is up to date/)
+  })
+
+  t.test('recallgate migrate --from-lmdb copies an embedded deployment in, once', async (t) => {
+    const counter = new TokenCounter({ margins: { '*': 0.1 } })
+    const open = async (dir: string, databaseUrl?: string) => {
+      const lmdb = openStore({ dir })
+      const stores = await openStores({ databaseUrl, databasePoolSize: 2, databaseStatementTimeout: 10_000, lmdb, maxMessagesPerSession: 1000, now: () => 1_700_000_000_000, counter })
+      return { ...stores, close: async () => { await stores.close(); await lmdb.close() } }
+    }
+    const tmp = (): string => {
+      const d = mkdtempSync(join(tmpdir(), 'recallgate-from-lmdb-'))
+      t.teardown(() => rmSync(d, { recursive: true, force: true }))
+      return d
+    }
+    const dataDir = tmp()
+    const embedded = await open(dataDir)
+    const { key } = await embedded.keys.create('enterprise', 'moved')
+    const revoked = await embedded.keys.create('free')
+    await embedded.keys.revoke(revoked.record.id)
+    await embedded.sessions.appendExchange('t1', 'trip', [{ role: 'user', content: 'Lisbon in May' }, { role: 'assistant', content: 'Noted.' }])
+    await embedded.sessions.appendExchange('t1', 'trip', [{ role: 'user', content: 'Leave on the 4th' }, { role: 'assistant', content: 'Noted too.' }])
+    await embedded.sessions.appendExchange('t2', 'trip', [{ role: 'user', content: 'other tenant' }])
+    await embedded.conversations.ensure('t1', { id: 'conv_1', createdAt: 5, metadata: { topic: 'travel' } })
+    await embedded.responses.save('t1', {
+      id: 'resp_1', createdAt: 1, completedAt: 2, model: 'openai/gpt-4o', status: 'completed', previousResponseId: null, conversationId: null,
+      input: [{ type: 'message', id: 'msg_in', role: 'user', content: 'hi' }], output: [{ type: 'message', id: 'msg_out', role: 'assistant', content: 'hello' }],
+      messages: [{ message: { role: 'user', content: 'hi' }, tokens: 1 }], usage: null, error: null, incompleteDetails: null, echo: { instructions: null },
+    })
+    await embedded.close()
+
+    const url = await freshDatabase(t, baseUrl)
+    const io = capturedIo({ DATABASE_URL: url, DATA_DIR: tmp() })
+    t.equal(await main(['migrate', '--from-lmdb', dataDir], io), 0, io.err())
+    t.match(io.out(), /copied from .*: 2 keys, 2 sessions, 5 messages, 1 responses, 1 conversations/)
+
+    const pg = await open(tmp(), url)
+    t.teardown(() => pg.close())
+    t.same((await pg.sessions.history('t1', 'trip')).map((m) => `${m.seq}:${m.text}`), ['0:Lisbon in May', '1:Noted.', '2:Leave on the 4th', '3:Noted too.'])
+    t.same((await pg.sessions.history('t2', 'trip')).map((m) => m.text), ['other tenant'], 'tenants stay apart')
+    t.equal(pg.keys.lookup(hashKey(key))?.plan, 'enterprise', 'the key authenticates, same tenant')
+    t.equal(pg.keys.lookup(hashKey(revoked.key)) ?? (await pg.keys.lookupMiss?.(hashKey(revoked.key))), undefined, 'a revoked key stays revoked')
+    t.equal((await pg.responses.findItem('t1', 'msg_out'))?.content, 'hello')
+    t.same((await pg.conversations.get('t1', 'conv_1'))?.metadata, { topic: 'travel' })
+    const next = await pg.sessions.appendExchange('t1', 'trip', [{ role: 'user', content: 'and back?' }])
+    t.same(next.map((m) => m.seq), [4], 'the session goes on where it left off')
+
+    const twice = capturedIo({ DATABASE_URL: url, DATA_DIR: tmp() })
+    t.equal(await main(['migrate', '--from-lmdb', dataDir], twice), 0)
+    t.match(twice.out(), /0 keys, 0 sessions, 0 messages, 0 responses, 0 conversations/, 'a second run copies nothing twice')
+    const missing = capturedIo({ DATABASE_URL: url, DATA_DIR: tmp() })
+    t.equal(await main(['migrate', '--from-lmdb', join(dataDir, 'nope')], missing), 1)
+    t.match(missing.err(), /holds no recallgate LMDB data/)
+  })
+}
+
+t.test('recallgate migrate without DATABASE_URL says what it needs', async (t) => {
+  const io = capturedIo({})
+  t.equal(await main(['migrate'], io), 2)
+  t.match(io.err(), /migrate needs DATABASE_URL/)
+})
