@@ -1,7 +1,7 @@
 /**
  * The whole benchmark suite, one table: `npm run bench` (after `npm run build`).
  *
- *   node dist/bench/run-all.js [--quick] [--profile] [--verbose] [--ab DIR] [--only relay,session,knowledge,streams,sustained,ingest]
+ *   node dist/bench/run-all.js [--quick] [--profile] [--verbose] [--ab DIR] [--only relay,responses,session,knowledge,streams,sustained,ingest]
  *                              [--stream-ramp 2] [--stream-words 60]
  *
  * --quick    fewer rounds and a 10k-chunk knowledge base (about a minute and a half)
@@ -27,6 +27,7 @@ import { renderTable, type Row } from './lib/table.js'
 import { ingestScenario } from './scenarios/ingest.js'
 import { knowledgeScenario } from './scenarios/knowledge.js'
 import { relayScenario, type ScenarioResult } from './scenarios/relay.js'
+import { responsesScenario } from './scenarios/responses.js'
 import { scaleScenario } from './scenarios/scale.js'
 import { sessionScenario } from './scenarios/session.js'
 import { streamsScenario } from './scenarios/streams.js'
@@ -34,6 +35,7 @@ import { sustainedScenario } from './scenarios/sustained.js'
 
 const SCENARIOS: Record<string, (ctx: ScenarioContext) => Promise<ScenarioResult>> = {
   relay: relayScenario,
+  responses: responsesScenario,
   session: sessionScenario,
   knowledge: knowledgeScenario,
   streams: streamsScenario,
@@ -44,7 +46,7 @@ const SCENARIOS: Record<string, (ctx: ScenarioContext) => Promise<ScenarioResult
 }
 
 /** What `npm run bench` runs without --only. */
-const DEFAULT_SCENARIOS = ['relay', 'session', 'knowledge', 'streams', 'sustained', 'ingest']
+const DEFAULT_SCENARIOS = ['relay', 'responses', 'session', 'knowledge', 'streams', 'sustained', 'ingest']
 
 function flag(argv: string[], name: string): string | undefined {
   const i = argv.indexOf(`--${name}`)

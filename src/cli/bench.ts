@@ -47,6 +47,11 @@ export interface LoadRequest {
   body: string
   /** Read the reply as SSE: time the first `data:` event and require the closing `[DONE]`. */
   stream: boolean
+  /**
+   * Other SSE dialects (the Responses API's events): the text that marks the first model output (default `data: `)
+   * and the one the stream must end with (default `data: [DONE]`).
+   */
+  marks?: { first: string; done: string }
 }
 
 export interface LoadOptions {
@@ -96,7 +101,7 @@ export async function runLoad(dispatcher: Dispatcher, req: LoadRequest, o: LoadO
       outcome = String(res.statusCode)
       if (!req.stream) {
         await res.body.dump({ limit: Infinity })
-      } else {
+      } else if (req.marks === undefined) {
         let tail = ''
         for await (const chunk of res.body as AsyncIterable<Buffer>) {
           if (ttft === undefined && (chunk.includes(DATA_MARK) || (tail + chunk.toString('latin1', 0, 8)).includes('data: ')))
@@ -104,6 +109,18 @@ export async function runLoad(dispatcher: Dispatcher, req: LoadRequest, o: LoadO
           tail = (tail + chunk.toString('latin1', Math.max(0, chunk.length - 32))).slice(-32)
         }
         if (res.statusCode === 200 && !tail.includes(DONE_MARK)) outcome = 'no [DONE]'
+      } else {
+        const { first, done } = req.marks
+        const keep = Math.max(first.length, done.length) + 64
+        let tail = ''
+        let ended = false
+        for await (const chunk of res.body as AsyncIterable<Buffer>) {
+          const text = tail + chunk.toString('latin1')
+          if (ttft === undefined && text.includes(first)) ttft = performance.now() - from
+          if (text.includes(done)) ended = true
+          tail = text.slice(-keep)
+        }
+        if (res.statusCode === 200 && !ended) outcome = `no ${done}`
       }
     } catch (err) {
       // A failed request is an outcome to count and show, not a reason to stop the run.
