@@ -24,7 +24,7 @@ export function requestRoutes(traces: TraceStore, recorder: TraceRecorder) {
     }
     // What this process recorded and has not written yet is part of the answer (read your own requests).
     await recorder.flush()
-    const data = (await traces.list(tenant.id, limit)).map(summary)
+    const data = (await traces.list(tenant.id, Math.min(limit, recorder.keep))).map(summary)
     sendJson(ctx.res, 200, { object: 'list', data, enabled: recorder.enabled })
   }
 

@@ -1,6 +1,6 @@
 /**
  * Records request traces off the request path: `record` only queues (a push), and the queue is written in one
- * transaction on the next turn of the event loop, after the response has gone. Traces are diagnostics: not durable,
+ * transaction every FLUSH_MS, after the responses have gone. Traces are diagnostics: not durable,
  * bounded per tenant by the store (`keep`) and in memory by `maxPending` (beyond it the oldest queued are dropped
  * and counted, so a store that stalls cannot grow the process).
  */
@@ -15,6 +15,9 @@ export interface TraceRecorderOptions {
   /** A failed write (the traces in it are lost; requests are not affected). */
   onError: (err: unknown) => void
 }
+
+/** How long traces wait to be written together. Readers flush first, so they never miss one. */
+const FLUSH_MS = 50
 
 export class TraceRecorder {
   readonly #o: TraceRecorderOptions
@@ -31,6 +34,11 @@ export class TraceRecorder {
     return this.#o.keep > 0
   }
 
+  /** Traces kept per tenant: what a listing returns at most (the store may briefly hold a few more). */
+  get keep(): number {
+    return this.#o.keep
+  }
+
   record(tenant: string, trace: RequestTrace): void {
     if (this.#o.keep <= 0) return
     this.#pending.push({ tenant, trace })
@@ -40,7 +48,8 @@ export class TraceRecorder {
     }
     if (!this.#scheduled) {
       this.#scheduled = true
-      setImmediate(() => void this.flush())
+      // One transaction per FLUSH_MS, not per request: a commit costs more than the traces in it (bench/trace-cost.ts).
+      setTimeout(() => void this.flush(), FLUSH_MS).unref()
     }
   }
 
