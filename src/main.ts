@@ -463,7 +463,7 @@ async function lmdbReady(store: Store, capacity: StoreCapacity, now: () => numbe
   if (failure === undefined) return
   // A one-record write nearly always fits in the pages a full store still has, so it proves little: probe only once
   // at least RECOVERED_ROOM more is free than when the write failed (the disk's free space was ~0 then).
-  const room = await capacity.room()
+  const room = await capacity.room({ fresh: true })
   if (room.diskBytes + capacity.minFreeDisk < failure.freeInFileAtFailure + RECOVERED_ROOM) throw failure
   await store.durable(() => store.meta.put('readyProbe', now()))
 }

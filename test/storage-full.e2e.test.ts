@@ -204,6 +204,18 @@ t.test('at LMDB_MAP_SIZE (4 MiB): 507 for writes, deletes and reads go on, write
   }
   if (refused === undefined) return t.fail('80 uploads of 100 KB fit under a 4 MiB map')
   await expectStorageError(t, refused, 'the upload past the map size')
+  // An upload is refused when it would cross the map size, which may leave room for a small write: fill that room
+  // with chats in another session until the store itself refuses one (bounded), so the map size is reached.
+  let filled = false
+  for (let i = 0; i < 400 && !filled; i++) {
+    const res = await chat(api, KEY_B, { sessionId: 'filler', messages: [{ role: 'user', content: `filler ${i} ${'x'.repeat(8_000)}` }] })
+    if (res.status === 200) await res.json()
+    else {
+      await expectStorageError(t, res, 'a chat with memory once the map is full')
+      filled = true
+    }
+  }
+  if (!filled) return t.fail('400 chats of 8 KB fit under the map size after an upload was refused')
   // A chat with memory is a write too: refused the same way, and its reply is not half-saved.
   await expectStorageError(t, await chat(api, KEY_B, { sessionId: 'b', messages: [{ role: 'user', content: 'refused' }] }), 'a chat with memory')
   const stream = await chat(api, KEY_B, { sessionId: 'b', stream: true, messages: [{ role: 'user', content: 'refused too' }] })
@@ -218,6 +230,11 @@ t.test('at LMDB_MAP_SIZE (4 MiB): 507 for writes, deletes and reads go on, write
   t.match(metrics, /recallgate_lmdb_bytes\{kind="map_size"\} 4194304/, 'the map size is a metric')
   t.match(metrics, /recallgate_lmdb_bytes\{kind="used"\} \d+/, 'and its use')
 
+  // Deletes are let through at the map size: the filler session goes first, then all files but one.
+  // (It exists only if some filler chat was saved before the map filled.)
+  const dropped = await api('/api/v1/sessions/filler', { method: 'DELETE', key: KEY_B })
+  t.ok(dropped.status === 200 || dropped.status === 404, `a session deleted at the map size: ${dropped.status}`)
+  await dropped.text()
   for (const id of acknowledged.splice(0, acknowledged.length - 1)) t.equal((await api(`/api/v1/files/${id}`, { method: 'DELETE' })).status, 200)
   // The gateway's view of the space is cached for a second: poll the next write.
   let stored: Response | undefined

@@ -45,8 +45,13 @@ export class StoreCapacity {
     this.#ttl = o.ttl ?? 1_000
   }
 
-  /** The room left for writes, each side of its bound. */
-  async room(): Promise<Room> {
+  /**
+   * The room left for writes, each side of its bound. `fresh` reads the disk's free space now instead of from the
+   * cache: what readiness decides on after a failed write (a reading from before the disk filled would say there is
+   * room, and a one-record probe that fits in the file's last pages would then report the store ready).
+   */
+  async room(o: { fresh?: boolean } = {}): Promise<Room> {
+    if (o.fresh === true) this.#cached = undefined
     const free = await this.#diskFree()
     const s = this.#o.store.space()
     return { diskBytes: free + Math.max(0, s.fileBytes - s.usedBytes) - this.#o.minFreeDisk, mapBytes: s.mapSize - s.usedBytes }
