@@ -12,7 +12,7 @@ import OpenAI from 'openai'
 import t from 'tap'
 import { startMockUpstream } from '../src/mock-upstream.js'
 import { spawnGateway, type ChildGateway } from './helpers/child-gateway.js'
-import { sharedRedisUrl } from './helpers/services.js'
+import { sharedRedisUrl, skipWithout } from './helpers/services.js'
 
 // Child gateways start in ~1 s from dist (CI), but from source under a loaded machine each can take tens of seconds.
 t.setTimeout(360_000)
@@ -49,9 +49,8 @@ async function search(gw: ChildGateway, query: string): Promise<string[]> {
   return (r.body.data as Array<{ file_id: string }>).map((h) => h.file_id)
 }
 
-t.test('two processes, one DATA_DIR and one Redis', async (t) => {
+t.test('two processes, one DATA_DIR and one Redis', { skip: skipWithout('redis') }, async (t) => {
   const redisUrl = await sharedRedisUrl(t)
-  if (redisUrl === undefined) return
   const mock = await startMockUpstream({})
   t.teardown(() => mock.close())
   const dataDir = mkdtempSync(join(tmpdir(), 'recallgate-shared-'))
@@ -140,9 +139,8 @@ function fresh(url: string, path: string, key: string): Promise<number> {
   })
 }
 
-t.test('serve --workers 2: one port, limits shared, writes seen by every worker, SIGTERM drains', async (t) => {
+t.test('serve --workers 2: one port, limits shared, writes seen by every worker, SIGTERM drains', { skip: skipWithout('redis') }, async (t) => {
   const redisUrl = await sharedRedisUrl(t)
-  if (redisUrl === undefined) return
   const mock = await startMockUpstream({})
   t.teardown(() => mock.close())
   const dataDir = mkdtempSync(join(tmpdir(), 'recallgate-workers-'))
