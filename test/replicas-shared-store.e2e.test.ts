@@ -114,7 +114,8 @@ t.test('two processes, one DATA_DIR', async (t) => {
       }
     }
     const loops = [0, 1, 2, 3].map(load)
-    while (acknowledged.length < 12) await new Promise((r) => setTimeout(r, 5))
+    await until(() => acknowledged.length >= 12 || a.proc.exitCode !== null, '12 acknowledged exchanges on A before killing it')
+    t.equal(a.proc.exitCode, null, 'A was still running under load')
     a.proc.kill('SIGKILL')
     stop = true
     await Promise.all(loops)
