@@ -9,6 +9,7 @@ import { existsSync, mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { chromium, type Browser, type Page } from 'playwright-core'
 import { KEY_A, startHarness, type Harness } from './helpers/harness.js'
+import { skipUnless } from './helpers/services.js'
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
 const XSS = '<img src=x onerror="window.__pwned=1">'
@@ -25,7 +26,7 @@ async function signIn(page: Page, url: string, key: string): Promise<void> {
   await page.click('#signin button[type=submit]')
 }
 
-t.test('the console in chromium', { skip: existsSync(CHROMIUM) ? false : `no browser at ${CHROMIUM} (.ci/run installs Debian's chromium)` }, async (t) => {
+t.test('the console in chromium', { skip: skipUnless(existsSync(CHROMIUM), `no browser at ${CHROMIUM} (.ci/run installs Debian's chromium)`) }, async (t) => {
   const h = await startHarness(t)
   const shots = process.env.RECALLGATE_SCREENSHOTS === '1' ? join(import.meta.dirname, '..', 'docs', 'console') : t.testdir()
   mkdirSync(shots, { recursive: true })

@@ -9,6 +9,7 @@ import {
   type MockUpstreamOptions,
 } from '../src/mock-upstream.js'
 import { SseParser, type SseEvent } from '../src/upstream/sse-parser.js'
+import { until } from './helpers/until.js'
 
 const user = (content: string) => [{ role: 'user' as const, content }]
 
@@ -273,11 +274,12 @@ t.test('close() frees hanging requests and every socket', async (t) => {
   const pending = ['x', 'y'].map((q) => rawPost(t, mock.url, { model: 'm/x', messages: user(q) }))
   // Handlers attached now: both reject together when the mock closes.
   const failed = Promise.all(pending.map((p) => expectError(t, p, undiciErrors.SocketError)))
-  while (mock.requests.length < 2) await new Promise((r) => setImmediate(r))
+  await until(() => mock.requests.length >= 2, 'the mock to receive both hanging requests')
   t.equal(mock.openConnections(), 2)
   await mock.close()
   await failed
-  t.equal(mock.openConnections(), 0)
+  // Each socket's 'close' comes on a later turn than the client's error: wait for it (bounded), not for a tick count.
+  await until(() => mock.openConnections() === 0, 'close() to free both sockets of the hanging requests')
   await mock.close() // idempotent
 })
 
@@ -288,7 +290,7 @@ t.test('a finished keep-alive connection stays open until the client closes it',
   await res.body.dump()
   t.equal(mock.openConnections(), 1)
   await agent.close()
-  while (mock.openConnections() > 0) await new Promise((r) => setImmediate(r))
+  await until(() => mock.openConnections() === 0, 'the mock to see the keep-alive socket close')
   t.pass('the mock saw the socket close')
 })
 

@@ -4,6 +4,7 @@
  */
 import t from 'tap'
 import fc from 'fast-check'
+import './helpers/fc-seed.js'
 import { neighbourSmoothed } from '../src/recall/neighbour-scores.js'
 
 const hit = (label: number, score: number) => ({ label, score })

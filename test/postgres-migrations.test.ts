@@ -14,7 +14,7 @@ import { openStore } from '../src/storage/store.js'
 import { MIGRATIONS, SCHEMA_VERSION, migrate } from '../src/storage/postgres/migrations.js'
 import { Pg } from '../src/storage/postgres/pool.js'
 import { capturedIo } from './helpers/captured-io.js'
-import { freshDatabase, POSTGRES_SKIP_REASON, testDatabaseUrl } from './helpers/services.js'
+import { freshDatabase, POSTGRES_SKIP_REASON, testDatabaseUrl, withoutService } from './helpers/services.js'
 
 const baseUrl = testDatabaseUrl()
 
@@ -30,7 +30,7 @@ const versions = async (pg: Pg): Promise<number[]> =>
   (await pg.query<{ version: number }>('q', 'SELECT version FROM schema_migrations ORDER BY version')).map((r) => r.version)
 
 if (baseUrl === undefined) {
-  t.test('postgres migrations', { skip: POSTGRES_SKIP_REASON }, async () => {})
+  withoutService(t, 'postgres migrations', POSTGRES_SKIP_REASON)
 } else {
   t.test('from an empty database: every step applied once, every table there; a second run changes nothing', async (t) => {
     const pg = await open(t, await freshDatabase(t, baseUrl))

@@ -4,6 +4,7 @@
  */
 import t from 'tap'
 import fc from 'fast-check'
+import './helpers/fc-seed.js'
 import { analyze, analyzeReference, stem } from '../src/retrieval/analyzer.js'
 import { Bm25Index } from '../src/retrieval/bm25.js'
 import { reciprocalRankFusion } from '../src/retrieval/fusion.js'

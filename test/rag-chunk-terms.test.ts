@@ -4,6 +4,7 @@
  */
 import t from 'tap'
 import fc from 'fast-check'
+import './helpers/fc-seed.js'
 import { analyze } from '../src/retrieval/analyzer.js'
 import { chunkTerms } from '../src/retrieval/chunk-terms.js'
 import { chunkText } from '../src/ingest/chunker.js'

@@ -4,6 +4,7 @@
  */
 import t from 'tap'
 import fc from 'fast-check'
+import './helpers/fc-seed.js'
 import { chunkText, countO200k } from '../src/ingest/chunker.js'
 import { countO200kUncached } from '../src/context/token-count.js'
 import { markdownBlocks, paragraphs } from '../src/ingest/extract.js'

@@ -5,6 +5,7 @@
 import t, { type Test } from 'tap'
 import { GatewayError } from '../src/errors.js'
 import fc from 'fast-check'
+import './helpers/fc-seed.js'
 import { atxHeading, detectFormat, extract, stripInlineMarkdown, type ExtractedText } from '../src/ingest/extract.js'
 import { parseCsv } from '../src/ingest/extract-data.js'
 import { MAX_HTML_DEPTH } from '../src/ingest/extract-html.js'

@@ -1,6 +1,7 @@
 /** RangeCache: remembers compute(text.slice(start, end)) by the range's characters, within its bound. */
 import t from 'tap'
 import fc from 'fast-check'
+import './helpers/fc-seed.js'
 import { RangeCache } from '../src/context/range-cache.js'
 
 t.test('same characters anywhere → one compute; different ones never confused', async (t) => {

@@ -16,7 +16,7 @@ import { startMockUpstream } from '../src/mock-upstream.js'
 import { capturedIo } from './helpers/captured-io.js'
 import { spawnGateway, type ChildGateway } from './helpers/child-gateway.js'
 import { startHarness } from './helpers/harness.js'
-import { freshDatabase, POSTGRES_SKIP_REASON, testDatabaseUrl } from './helpers/services.js'
+import { freshDatabase, POSTGRES_SKIP_REASON, testDatabaseUrl, withoutService } from './helpers/services.js'
 
 t.setTimeout(360_000)
 const READY = { readyTimeoutMs: 150_000 }
@@ -89,7 +89,7 @@ async function cuttableRelay(target: URL): Promise<{ url: string; cut(): Promise
 }
 
 if (baseUrl === undefined) {
-  t.test('gateway replicas sharing PostgreSQL', { skip: POSTGRES_SKIP_REASON }, async () => {})
+  withoutService(t, 'gateway replicas sharing PostgreSQL', POSTGRES_SKIP_REASON)
 } else {
   t.test('two gateway processes, separate DATA_DIRs, one PostgreSQL', async (t) => {
     const databaseUrl = await freshDatabase(t, baseUrl)

@@ -5,6 +5,7 @@
  */
 import t, { type Test } from 'tap'
 import fc from 'fast-check'
+import './helpers/fc-seed.js'
 import { deepStrictEqual } from 'node:assert/strict'
 import { GatewayError } from '../src/errors.js'
 import { itemsToMessages, messagesToItems, normalizeInput, type ResponseItem } from '../src/responses/items.js'

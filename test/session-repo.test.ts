@@ -1,5 +1,6 @@
 import t, { type Test } from 'tap'
 import fc from 'fast-check'
+import './helpers/fc-seed.js'
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { fileURLToPath } from 'node:url'
@@ -372,7 +373,15 @@ function tests(): void {
       for (const line of lines) if (line.startsWith('ack ')) acked.add(Number(line.slice(4)))
       if (acked.size >= 100 && child.exitCode === null && !child.killed) child.kill('SIGKILL')
     })
+    // Bounded: a writer that never reaches 100 acknowledged exchanges is killed after 120 s, and the test says so.
+    let stuck = false
+    const guard = setTimeout(() => {
+      stuck = true
+      child.kill('SIGKILL')
+    }, 120_000)
     const [, signal] = (await once(child, 'exit')) as [number | null, string | null]
+    clearTimeout(guard)
+    t.notOk(stuck, `the writer acknowledged 100 exchanges (it had ${acked.size} after 120 s)`)
     t.equal(signal, 'SIGKILL', 'killed mid-write')
 
     const store = openStore({ dir })

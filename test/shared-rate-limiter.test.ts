@@ -9,7 +9,7 @@ import { RateLimiter, enforceDecision, type RateDecision } from '../src/auth/rat
 import { SharedRateLimiter, type FallbackOutcome, type SharedRateLimiterOptions } from '../src/auth/shared-rate-limiter.js'
 import { openRedis, type RedisStore } from '../src/storage/redis.js'
 import type { Plan } from '../src/types.js'
-import { freePort, ownRedis, sharedRedisUrl } from './helpers/services.js'
+import { freePort, ownRedis, sharedRedisUrl, skipWithout } from './helpers/services.js'
 
 const LIMITS: Record<Plan, number> = { free: 3, pro: 10, premium: 500, enterprise: 1000, unlimited: Infinity }
 
@@ -30,9 +30,8 @@ function limiter(buckets: RedisStore, over: Partial<SharedRateLimiterOptions> = 
   })
 }
 
-t.test('one bucket per key in Redis: headers, refusal, Retry-After, expiry', async (t) => {
+t.test('one bucket per key in Redis: headers, refusal, Retry-After, expiry', { skip: skipWithout('redis') }, async (t) => {
   const url = await sharedRedisUrl(t)
-  if (url === undefined) return
   const prefix = `test:${randomUUID()}:`
   const l = limiter(await store(t, url, prefix))
   const seen: RateDecision[] = []
@@ -70,9 +69,8 @@ t.test('unlimited plans never touch Redis', async (t) => {
   t.same(calls, [])
 })
 
-t.test('three limiters on three connections (three replicas) admit exactly the plan, concurrently', async (t) => {
+t.test('three limiters on three connections (three replicas) admit exactly the plan, concurrently', { skip: skipWithout('redis') }, async (t) => {
   const url = await sharedRedisUrl(t)
-  if (url === undefined) return
   const prefix = `test:${randomUUID()}:`
   const replicas = [limiter(await store(t, url, prefix)), limiter(await store(t, url, prefix)), limiter(await store(t, url, prefix))]
   const decisions = await Promise.all(Array.from({ length: 40 }, (_, i) => (replicas[i % 3] as SharedRateLimiter).check('tenant', 'pro')))
@@ -112,9 +110,8 @@ t.test('Redis unreachable: allow falls back to the local limiter, deny answers 5
   })
 })
 
-t.test('Redis stopped mid-run, then back: falls back, then shares again without a restart', async (t) => {
+t.test('Redis stopped mid-run, then back: falls back, then shares again without a restart', { skip: skipWithout('redis-server') }, async (t) => {
   const redis = await ownRedis(t)
-  if (redis === undefined) return
   let now = 0
   const events: string[] = []
   const buckets = await store(t, redis.url, 'y:')

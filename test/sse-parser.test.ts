@@ -1,5 +1,6 @@
 import t from 'tap'
 import fc from 'fast-check'
+import './helpers/fc-seed.js'
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { SseParser, SseEventTooLargeError, type SseEvent } from '../src/upstream/sse-parser.js'

@@ -4,6 +4,7 @@
  */
 import t from 'tap'
 import fc from 'fast-check'
+import './helpers/fc-seed.js'
 import { encode } from 'gpt-tokenizer'
 import { countO200k, countO200kUncached, pieceCounter } from '../src/context/token-count.js'
 

@@ -1,5 +1,6 @@
 import t from 'tap'
 import fc from 'fast-check'
+import './helpers/fc-seed.js'
 import * as cl100k from 'gpt-tokenizer/encoding/cl100k_base'
 import * as o200k from 'gpt-tokenizer/encoding/o200k_base'
 import { TokenCounter } from '../src/context/tokenizer.js'

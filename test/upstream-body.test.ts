@@ -1,4 +1,5 @@
 import fc from 'fast-check'
+import './helpers/fc-seed.js'
 import { isDeepStrictEqual } from 'node:util'
 import t from 'tap'
 import { messageJson, upstreamBodyJson } from '../src/chat/upstream-body.js'

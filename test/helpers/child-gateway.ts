@@ -62,14 +62,18 @@ function command(entry: EntryPoint): { args: string[]; env: Record<string, strin
   }
 }
 
+const DEFAULT_READY_TIMEOUT_MS = 120_000
+
 /**
  * Start `recallgate serve` with `env` (PORT is 0 unless given) and resolve once it logs the address it listens on.
- * Rejects with its output if it exits first or is not listening within `readyTimeoutMs`.
+ * Rejects with its output if it exits first or is not listening within `readyTimeoutMs` (default 120 s: a bound for a
+ * loaded machine, where a start from source has taken over 30 s, not a timing assertion).
  */
 export async function spawnGateway(
   env: Record<string, string>,
   opts: { readyTimeoutMs?: number; args?: string[] } = {},
 ): Promise<ChildGateway> {
+  const readyTimeoutMs = opts.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS
   const { args, env: loaderEnv } = command(entryPoint())
   const proc = spawn(process.execPath, [...args, ...(opts.args ?? [])], {
     cwd: ROOT,
@@ -84,7 +88,7 @@ export async function spawnGateway(
 
   const url = await new Promise<string>((resolve, reject) => {
     let settled = false
-    const timer = setTimeout(() => fail(new Error(`gateway not listening after ${opts.readyTimeoutMs ?? 30_000} ms`)), opts.readyTimeoutMs ?? 30_000)
+    const timer = setTimeout(() => fail(new Error(`gateway not listening after ${readyTimeoutMs} ms`)), readyTimeoutMs)
     const onData = (): void => {
       for (const line of out.split('\n')) {
         if (!line.includes('recallgate listening')) continue

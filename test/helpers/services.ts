@@ -3,7 +3,13 @@
  * starts one of each on loopback and exports their URLs as RECALLGATE_TEST_REDIS_URL / RECALLGATE_TEST_DATABASE_URL
  * (test-only names, so a child gateway inheriting the environment never picks them up as its own config). Run
  * locally without them, a test starts its own server from the binaries on PATH, in a temp dir, on a free port, and
- * stops it at teardown. When neither is possible, the test is skipped with the reason (never silently passed).
+ * stops it at teardown. When neither is possible, the test is skipped at the top level with the reason (a
+ * `# SKIP` line, never a silent pass): a test needing a service asks `skipWithout(...)` for its tap `skip` option
+ * before it starts, because a skip inside a subtest leaves its parent a plain `ok`.
+ *
+ * In CI, `.ci/run` exports RECALLGATE_CI_REQUIRE_SERVICES=1: there a service it was meant to start and could not
+ * (Redis, PostgreSQL, chromium) fails the tests needing it instead of skipping them, so a broken install shows as
+ * a failed run and not as a run that passed by testing less.
  *
  * `ownRedis` always starts a private server: for tests that stop or restart it, which must not disturb the shared one.
  */
@@ -16,7 +22,40 @@ import { join } from 'node:path'
 
 import type { Test } from 'tap'
 
-type TestLike = Pick<Test, 'teardown' | 'skip'>
+type TestLike = Pick<Test, 'teardown'>
+
+/** Set by `.ci/run`: missing services fail instead of skip (see the top of this file). */
+const REQUIRE_SERVICES = process.env.RECALLGATE_CI_REQUIRE_SERVICES === '1'
+
+const REDIS_SERVER_REASON = 'redis-server is not installed (CI installs it; locally: apt-get install redis-server)'
+
+/**
+ * The tap `skip` option for a top-level test that needs something: false when it is there, else the reason. Under
+ * RECALLGATE_CI_REQUIRE_SERVICES=1 it is always false, and the test fails on the missing service instead.
+ */
+export function skipUnless(available: boolean, reason: string): string | false {
+  return available || REQUIRE_SERVICES ? false : reason
+}
+
+/** `skipUnless` for the services this file provides. */
+export function skipWithout(service: 'redis' | 'redis-server' | 'postgres'): string | false {
+  switch (service) {
+    case 'redis':
+      return skipUnless(Boolean(process.env.RECALLGATE_TEST_REDIS_URL) || onPath('redis-server'), REDIS_SERVER_REASON)
+    case 'redis-server':
+      return skipUnless(onPath('redis-server'), REDIS_SERVER_REASON)
+    case 'postgres':
+      return skipUnless(testDatabaseUrl() !== undefined, POSTGRES_SKIP_REASON)
+  }
+}
+
+function missing(what: string): Error {
+  return new Error(
+    REQUIRE_SERVICES
+      ? `${what}, and RECALLGATE_CI_REQUIRE_SERVICES=1: .ci/run was meant to provide it (see its warnings above)`
+      : `${what} (gate the test with skipWithout() from test/helpers/services.ts)`,
+  )
+}
 
 export async function freePort(): Promise<number> {
   const s = createServer()
@@ -58,12 +97,9 @@ export interface RedisServer {
   start(): Promise<void>
 }
 
-/** A private redis-server on a free port, stopped at teardown; undefined (and the test skipped) without the binary. */
-export async function ownRedis(t: TestLike): Promise<RedisServer | undefined> {
-  if (!onPath('redis-server')) {
-    t.skip('redis-server is not installed (CI installs it; locally: apt-get install redis-server)', () => {})
-    return undefined
-  }
+/** A private redis-server on a free port, stopped at teardown. Gate the test with `skipWithout('redis-server')`. */
+export async function ownRedis(t: TestLike): Promise<RedisServer> {
+  if (!onPath('redis-server')) throw missing(REDIS_SERVER_REASON)
   const port = await freePort()
   const dir = mkdtempSync(join(tmpdir(), 'recallgate-redis-'))
   let proc: ChildProcess | undefined
@@ -93,23 +129,42 @@ export async function ownRedis(t: TestLike): Promise<RedisServer | undefined> {
   return server
 }
 
-/** CI's Redis when it is there, else a private one. Tests sharing it keep to their own keys (random service keys). */
-export async function sharedRedisUrl(t: TestLike): Promise<string | undefined> {
+/**
+ * CI's Redis when it is there, else a private one (not in CI: there the missing URL is the failure). Tests sharing it
+ * keep to their own keys (random service keys). Gate the test with `skipWithout('redis')`.
+ */
+export async function sharedRedisUrl(t: TestLike): Promise<string> {
   const fromCi = process.env.RECALLGATE_TEST_REDIS_URL
   if (fromCi) return fromCi
-  return (await ownRedis(t))?.url
+  if (REQUIRE_SERVICES) throw missing('RECALLGATE_TEST_REDIS_URL is not set')
+  return (await ownRedis(t)).url
 }
 
 /**
  * PostgreSQL for the tests that need it: CI's cluster (`.ci/run` exports RECALLGATE_TEST_DATABASE_URL). Debian ships
  * the server binaries off PATH and they refuse to run as root, so unlike Redis a test does not start its own: without
- * the URL, a test file calls `t.skip(POSTGRES_SKIP_REASON)` at its top level (visible in the summary).
+ * the URL, a test file gates its tests with `skipWithout('postgres')` or calls `withoutService` (a top-level skip,
+ * visible in the summary; a failure under RECALLGATE_CI_REQUIRE_SERVICES=1).
  */
 export const POSTGRES_SKIP_REASON =
   'RECALLGATE_TEST_DATABASE_URL is not set (.ci/run starts PostgreSQL and sets it; see test/helpers/services.ts)'
 
 export function testDatabaseUrl(): string | undefined {
   return process.env.RECALLGATE_TEST_DATABASE_URL || undefined
+}
+
+/**
+ * In place of a file's tests when a service is missing: one top-level test skipped with the reason, or, under
+ * RECALLGATE_CI_REQUIRE_SERVICES=1, failed with it.
+ */
+export function withoutService(t: Pick<Test, 'test'>, name: string, reason: string): void {
+  if (REQUIRE_SERVICES) {
+    t.test(name, async (t) => {
+      t.fail(missing(reason).message)
+    })
+  } else {
+    t.test(name, { skip: reason }, async () => {})
+  }
 }
 
 /**
