@@ -23,7 +23,8 @@ import { fileRoutes } from './routes/files.js'
 import { healthHandler } from './routes/health.js'
 import { readinessHandler, type ReadinessCheck } from './routes/ready.js'
 import { metricsHandler } from './routes/metrics.js'
-import { modelsHandler } from './routes/models.js'
+import { modelHandler, modelsHandler } from './routes/models.js'
+import { embeddingsHandler } from './routes/embeddings.js'
 import { sessionRoutes } from './routes/sessions.js'
 import { conversationRoutes } from './routes/conversations.js'
 import { responseRoutes } from './routes/responses.js'
@@ -324,6 +325,13 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     { method: 'GET', path: '/api/v1/requests', auth: true, handler: rq.list },
     { method: 'GET', path: '/api/v1/requests/:id', auth: true, handler: rq.get },
     { method: 'GET', path: '/api/v1/models', auth: true, handler: modelsHandler(catalog) },
+    { method: 'GET', path: '/api/v1/models/:id', auth: true, handler: modelHandler(catalog) },
+    {
+      method: 'POST',
+      path: '/api/v1/embeddings',
+      auth: true,
+      handler: embeddingsHandler({ upstream, clock, maxBodyBytes: config.maxBodyBytes, maxUpstreamBodyBytes: MAX_UPSTREAM_BODY }),
+    },
     { method: 'GET', path: '/api/v1/sessions', auth: true, handler: s.list },
     { method: 'GET', path: '/api/v1/sessions/:id', auth: true, handler: s.get },
     { method: 'DELETE', path: '/api/v1/sessions/:id', auth: true, handler: s.del },
