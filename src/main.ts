@@ -33,6 +33,8 @@ import { TraceRepo } from './storage/trace-repo.js'
 import { TraceRecorder } from './traces/trace-recorder.js'
 import { requestRoutes } from './routes/requests.js'
 import { consoleRoutes } from './routes/console.js'
+import { usageHandler } from './routes/usage.js'
+import { UsageRecorder } from './usage/usage-recorder.js'
 import type { KeyStore } from './storage/interface.js'
 import { openStores, type Stores } from './storage/open-stores.js'
 import { openRedis, type RedisStore } from './storage/redis.js'
@@ -241,6 +243,11 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     keep: config.requestTraces,
     onError: (err) => logger.warn({ err }, 'could not write request traces'),
   })
+  const usage = new UsageRecorder({
+    store: stores.usage,
+    now,
+    onError: (err, lost) => logger.warn({ err, lost }, 'could not write usage: these rows are not counted'),
+  })
   // A session's traces go with it (they hold its messages as they were sent).
   const onSessionDeleted = async (tenant: string, sessionId: string): Promise<void> => {
     await recorder.flush()
@@ -324,6 +331,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     { method: 'DELETE', path: '/api/v1/conversations/:id/items/:item', auth: true, handler: cv.deleteItem },
     { method: 'GET', path: '/api/v1/requests', auth: true, handler: rq.list },
     { method: 'GET', path: '/api/v1/requests/:id', auth: true, handler: rq.get },
+    { method: 'GET', path: '/api/v1/usage', auth: true, handler: usageHandler(stores.usage, usage) },
     { method: 'GET', path: '/api/v1/models', auth: true, handler: modelsHandler(catalog) },
     { method: 'GET', path: '/api/v1/models/:id', auth: true, handler: modelHandler(catalog) },
     {
@@ -381,6 +389,17 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
             completion: num(a.completionTokens) ?? 0,
             cached: num(a.cachedTokens) ?? 0,
           })
+        }
+        // Usage counts what the upstream accepted: its headers came (upstreamHeadersMs) and were not its error.
+        if (r.tenant !== undefined && r.error?.fromUpstream !== true) {
+          usage.record({
+            tenant: r.tenant.id,
+            model,
+            inputTokens: num(a.promptTokens) ?? 0,
+            outputTokens: num(a.completionTokens) ?? 0,
+            cachedTokens: num(a.cachedTokens) ?? 0,
+          })
+          metrics.usageRequest(model)
         }
       }
       logRequest(logger, {
@@ -444,6 +463,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
       http.server.closeAllConnections()
       await closed
       await recorder.flush()
+      await usage.flush()
       await knowledge.close()
       await warming
       await recall?.close()
