@@ -34,6 +34,7 @@ import { TraceRecorder } from './traces/trace-recorder.js'
 import { requestRoutes } from './routes/requests.js'
 import { consoleRoutes } from './routes/console.js'
 import { usageHandler } from './routes/usage.js'
+import { openApiHandler } from './routes/openapi-document.js'
 import { UsageRecorder } from './usage/usage-recorder.js'
 import type { KeyStore } from './storage/interface.js'
 import { openStores, type Stores } from './storage/open-stores.js'
@@ -66,6 +67,8 @@ export interface Gateway {
   readonly store: Store
   readonly keys: KeyStore
   readonly counter: TokenCounter
+  /** Every route the server registered (method, template, whether it needs a key): the OpenAPI test reads it. */
+  readonly routes: readonly { readonly method: string; readonly path: string; readonly auth: boolean }[]
   /** Graceful stop: refuse new requests, let in-flight ones finish within the grace period, flush, close. */
   close(): Promise<void>
 }
@@ -273,6 +276,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     { method: 'GET', path: '/healthz', auth: false, handler: healthHandler() },
     { method: 'GET', path: '/readyz', auth: false, handler: readinessHandler(readiness, READINESS_TIMEOUT) },
     { method: 'GET', path: '/metrics', auth: false, handler: metricsHandler(metrics) },
+    { method: 'GET', path: '/openapi.json', auth: false, handler: openApiHandler() },
     { method: 'GET', path: '/console', auth: false, handler: ui.page },
     { method: 'GET', path: '/console/app.js', auth: false, handler: ui.script },
     { method: 'GET', path: '/console/app.css', auth: false, handler: ui.style },
@@ -476,7 +480,8 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     return closing
   }
 
-  return { url, port, config, logger, metrics, store, keys, counter, close }
+  const table = routes.map((r) => Object.freeze({ method: r.method, path: r.path, auth: r.auth }))
+  return { url, port, config, logger, metrics, store, keys, counter, routes: table, close }
 }
 
 /**
