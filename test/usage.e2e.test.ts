@@ -6,6 +6,7 @@
 import OpenAI from 'openai'
 import t from 'tap'
 import { KEY_B, startHarness } from './helpers/harness.js'
+import { freshDatabase, POSTGRES_SKIP_REASON, testDatabaseUrl } from './helpers/services.js'
 
 const NOW = Date.UTC(2026, 10, 25, 23, 30)
 
@@ -75,4 +76,17 @@ t.test('chat and responses count toward the caller own usage per model and day, 
   await h.restart()
   const after = (await (await h.fetch('/api/v1/usage')).json()) as { data: Array<{ model: string; requests: number }> }
   t.same(after.data.map((r) => [r.model, r.requests]), [['openai/gpt-4o', 1], ['openai/gpt-4o-mini', 4]], 'kept in the store across a restart')
+})
+
+const databaseUrl = testDatabaseUrl()
+t.test('with DATABASE_URL, usage is kept in PostgreSQL and two replicas add to the same rows', { skip: databaseUrl === undefined ? POSTGRES_SKIP_REASON : false }, async (t) => {
+  const url = await freshDatabase(t, databaseUrl as string)
+  const a = await startHarness(t, { env: { DATABASE_URL: url }, gateway: { now: () => NOW } })
+  const b = await startHarness(t, { env: { DATABASE_URL: url }, gateway: { now: () => NOW } })
+  const ask = { model: 'openai/gpt-4o-mini', messages: [{ role: 'user' as const, content: 'hi' }] }
+  await a.client().chat.completions.create(ask)
+  await b.client().chat.completions.create(ask)
+  await b.close()
+  const rows = (await (await a.fetch('/api/v1/usage')).json()) as { data: Array<{ date: string; model: string; requests: number }> }
+  t.same(rows.data.map((r) => [r.date, r.model, r.requests]), [['2026-11-25', 'openai/gpt-4o-mini', 2]], "one row, both replicas' requests")
 })
