@@ -2,8 +2,9 @@
  * Records usage off the request path: `record` adds to an in-memory row per (tenant, UTC day, model) and the rows are
  * written as one batch (UsageStore.add) a short while later, after the response has gone. Many requests between two
  * writes cost one row each in the batch, not one write each. Bounded: at most `maxPending` rows wait (beyond it the
- * batch is written at once); a failed write is reported and its rows are lost (usage is an account, not a ledger
- * the gateway bills from; the log line and the metric say so).
+ * batch is written at once); a failed write is reported (a warning with how many rows were lost) and not retried:
+ * usage is an account for the tenant, not a ledger the gateway bills from, and a retry queue would grow while the
+ * store is down.
  */
 import type { UsageEntry, UsageStore } from '../storage/interface.js'
 import type { Ms, Tokens } from '../types.js'
