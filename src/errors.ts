@@ -87,6 +87,8 @@ export const ERROR_CODES = {
     message: 'Missing provider API key: send `Authorization: Bearer <key>`',
   },
   not_found: { status: 404, type: 'not_found_error', message: 'Not found' },
+  // OpenAI's code for GET /models/{id} with an id it does not list.
+  model_not_found: { status: 404, type: 'not_found_error', message: 'The model does not exist' },
   // OpenAI's code and status for a `previous_response_id` that names no stored response of this tenant.
   previous_response_not_found: { status: 400, type: 'invalid_request_error', message: 'Previous response not found' },
   malformed_request: { status: 400, type: 'invalid_request_error', message: 'The request is not valid HTTP/1.1' },

@@ -23,7 +23,8 @@ import { fileRoutes } from './routes/files.js'
 import { healthHandler } from './routes/health.js'
 import { readinessHandler, type ReadinessCheck } from './routes/ready.js'
 import { metricsHandler } from './routes/metrics.js'
-import { modelsHandler } from './routes/models.js'
+import { modelHandler, modelsHandler } from './routes/models.js'
+import { embeddingsHandler } from './routes/embeddings.js'
 import { sessionRoutes } from './routes/sessions.js'
 import { conversationRoutes } from './routes/conversations.js'
 import { responseRoutes } from './routes/responses.js'
@@ -32,6 +33,9 @@ import { TraceRepo } from './storage/trace-repo.js'
 import { TraceRecorder } from './traces/trace-recorder.js'
 import { requestRoutes } from './routes/requests.js'
 import { consoleRoutes } from './routes/console.js'
+import { usageHandler } from './routes/usage.js'
+import { openApiHandler } from './routes/openapi-document.js'
+import { UsageRecorder } from './usage/usage-recorder.js'
 import type { KeyStore } from './storage/interface.js'
 import { openStores, type Stores } from './storage/open-stores.js'
 import { openRedis, type RedisStore } from './storage/redis.js'
@@ -63,6 +67,8 @@ export interface Gateway {
   readonly store: Store
   readonly keys: KeyStore
   readonly counter: TokenCounter
+  /** Every route the server registered (method, template, whether it needs a key): the OpenAPI test reads it. */
+  readonly routes: readonly { readonly method: string; readonly path: string; readonly auth: boolean }[]
   /** Graceful stop: refuse new requests, let in-flight ones finish within the grace period, flush, close. */
   close(): Promise<void>
 }
@@ -240,6 +246,11 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     keep: config.requestTraces,
     onError: (err) => logger.warn({ err }, 'could not write request traces'),
   })
+  const usage = new UsageRecorder({
+    store: stores.usage,
+    now,
+    onError: (err, lost) => logger.warn({ err, lost }, 'could not write usage: these rows are not counted'),
+  })
   // A session's traces go with it (they hold its messages as they were sent).
   const onSessionDeleted = async (tenant: string, sessionId: string): Promise<void> => {
     await recorder.flush()
@@ -265,6 +276,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     { method: 'GET', path: '/healthz', auth: false, handler: healthHandler() },
     { method: 'GET', path: '/readyz', auth: false, handler: readinessHandler(readiness, READINESS_TIMEOUT) },
     { method: 'GET', path: '/metrics', auth: false, handler: metricsHandler(metrics) },
+    { method: 'GET', path: '/openapi.json', auth: false, handler: openApiHandler() },
     { method: 'GET', path: '/console', auth: false, handler: ui.page },
     { method: 'GET', path: '/console/app.js', auth: false, handler: ui.script },
     { method: 'GET', path: '/console/app.css', auth: false, handler: ui.style },
@@ -323,7 +335,15 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     { method: 'DELETE', path: '/api/v1/conversations/:id/items/:item', auth: true, handler: cv.deleteItem },
     { method: 'GET', path: '/api/v1/requests', auth: true, handler: rq.list },
     { method: 'GET', path: '/api/v1/requests/:id', auth: true, handler: rq.get },
+    { method: 'GET', path: '/api/v1/usage', auth: true, handler: usageHandler(stores.usage, usage) },
     { method: 'GET', path: '/api/v1/models', auth: true, handler: modelsHandler(catalog) },
+    { method: 'GET', path: '/api/v1/models/:id', auth: true, handler: modelHandler(catalog) },
+    {
+      method: 'POST',
+      path: '/api/v1/embeddings',
+      auth: true,
+      handler: embeddingsHandler({ upstream, clock, maxBodyBytes: config.maxBodyBytes, maxUpstreamBodyBytes: MAX_UPSTREAM_BODY }),
+    },
     { method: 'GET', path: '/api/v1/sessions', auth: true, handler: s.list },
     { method: 'GET', path: '/api/v1/sessions/:id', auth: true, handler: s.get },
     { method: 'DELETE', path: '/api/v1/sessions/:id', auth: true, handler: s.del },
@@ -373,6 +393,17 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
             completion: num(a.completionTokens) ?? 0,
             cached: num(a.cachedTokens) ?? 0,
           })
+        }
+        // Usage counts what the upstream accepted: its headers came (upstreamHeadersMs) and were not its error.
+        if (r.tenant !== undefined && r.error?.fromUpstream !== true) {
+          usage.record({
+            tenant: r.tenant.id,
+            model,
+            inputTokens: num(a.promptTokens) ?? 0,
+            outputTokens: num(a.completionTokens) ?? 0,
+            cachedTokens: num(a.cachedTokens) ?? 0,
+          })
+          metrics.usageRequest(model)
         }
       }
       logRequest(logger, {
@@ -436,6 +467,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
       http.server.closeAllConnections()
       await closed
       await recorder.flush()
+      await usage.flush()
       await knowledge.close()
       await warming
       await recall?.close()
@@ -448,7 +480,8 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     return closing
   }
 
-  return { url, port, config, logger, metrics, store, keys, counter, close }
+  const table = routes.map((r) => Object.freeze({ method: r.method, path: r.path, auth: r.auth }))
+  return { url, port, config, logger, metrics, store, keys, counter, routes: table, close }
 }
 
 /**

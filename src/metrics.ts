@@ -22,6 +22,8 @@ export interface Metrics {
   observeUpstream(o: { model: string; headersMs?: Ms; ttftMs?: Ms; overheadMs?: Ms }): void
   /** `cached`: prompt tokens the provider served from its prompt cache (`usage.prompt_tokens_details.cached_tokens`). */
   tokens(o: { model: string; prompt: number; completion: number; cached?: number }): void
+  /** One request the upstream accepted, counted toward its tenant's usage (GET /api/v1/usage); no tenant label. */
+  usageRequest(model: string): void
   rateLimited(plan: string): void
   /** A streamed reply that began (200 sent) and did not complete, by why (types.ts STREAM_FAILURE_REASONS). */
   streamFailed(reason: StreamFailureReason): void
@@ -256,6 +258,12 @@ export function createMetrics(o: MetricsOptions = {}): Metrics {
       'prompt cache, completion = generated), as reported by the upstream.',
     registry,
   )
+  const usageRequests = new CellCounter(
+    'recallgate_usage_requests_total',
+    'Requests the upstream accepted, by model: the sum over tenants of GET /api/v1/usage `requests` (its tokens are ' +
+      'recallgate_tokens_total).',
+    registry,
+  )
   const rateLimitedCounter = new Counter({
     name: 'recallgate_rate_limited_total',
     help: 'Requests rejected with 429 by the per-key rate limiter, by plan.',
@@ -398,6 +406,10 @@ export function createMetrics(o: MetricsOptions = {}): Metrics {
       const cached = t.cached ?? 0
       if (usable(cached) && cached > 0)
         tokenCounter.cell(`${model}\0prompt_cached`, () => ({ model, type: 'prompt_cached' })).value += cached
+    },
+    usageRequest(m) {
+      const model = models.of(m)
+      usageRequests.cell(model, () => ({ model })).value++
     },
     rateLimited(plan) {
       rateLimitedCounter.inc({ plan: planLabel(plan) })

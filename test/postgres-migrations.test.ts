@@ -39,7 +39,7 @@ if (baseUrl === undefined) {
     t.equal(first.version, SCHEMA_VERSION)
     t.same(await tables(pg), [
       'chunks', 'conversations', 'files', 'index_log', 'index_meta', 'keys', 'messages', 'response_items', 'responses',
-      'schema_migrations', 'sessions', 'vectors',
+      'schema_migrations', 'sessions', 'usage', 'vectors',
     ])
     const again = await migrate(pg.pool)
     t.same(again.applied, [], 'nothing left to apply')
@@ -113,12 +113,13 @@ if (baseUrl === undefined) {
       input: [{ type: 'message', id: 'msg_in', role: 'user', content: 'hi' }], output: [{ type: 'message', id: 'msg_out', role: 'assistant', content: 'hello' }],
       messages: [{ message: { role: 'user', content: 'hi' }, tokens: 1 }], usage: null, error: null, incompleteDetails: null, echo: { instructions: null },
     })
+    await embedded.usage.add([{ tenant: 't1', date: '2026-11-25', model: 'openai/gpt-4o', requests: 2, inputTokens: 30, outputTokens: 7, cachedTokens: 4 }])
     await embedded.close()
 
     const url = await freshDatabase(t, baseUrl)
     const io = capturedIo({ DATABASE_URL: url, DATA_DIR: tmp() })
     t.equal(await main(['migrate', '--from-lmdb', dataDir], io), 0, io.err())
-    t.match(io.out(), /copied from .*: 2 keys, 2 sessions, 5 messages, 1 responses, 1 conversations/)
+    t.match(io.out(), /copied from .*: 2 keys, 2 sessions, 5 messages, 1 responses, 1 conversations, 1 usage rows/)
 
     const pg = await open(tmp(), url)
     t.teardown(() => pg.close())
@@ -128,12 +129,13 @@ if (baseUrl === undefined) {
     t.equal(pg.keys.lookup(hashKey(revoked.key)) ?? (await pg.keys.lookupMiss?.(hashKey(revoked.key))), undefined, 'a revoked key stays revoked')
     t.equal((await pg.responses.findItem('t1', 'msg_out'))?.content, 'hello')
     t.same((await pg.conversations.get('t1', 'conv_1'))?.metadata, { topic: 'travel' })
+    t.same(await pg.usage.list('t1', {}), [{ date: '2026-11-25', model: 'openai/gpt-4o', requests: 2, inputTokens: 30, outputTokens: 7, cachedTokens: 4 }], 'usage comes along')
     const next = await pg.sessions.appendExchange('t1', 'trip', [{ role: 'user', content: 'and back?' }])
     t.same(next.map((m) => m.seq), [4], 'the session goes on where it left off')
 
     const twice = capturedIo({ DATABASE_URL: url, DATA_DIR: tmp() })
     t.equal(await main(['migrate', '--from-lmdb', dataDir], twice), 0)
-    t.match(twice.out(), /0 keys, 0 sessions, 0 messages, 0 responses, 0 conversations/, 'a second run copies nothing twice')
+    t.match(twice.out(), /0 keys, 0 sessions, 0 messages, 0 responses, 0 conversations, 0 usage rows/, 'a second run copies nothing twice')
     const missing = capturedIo({ DATABASE_URL: url, DATA_DIR: tmp() })
     t.equal(await main(['migrate', '--from-lmdb', join(dataDir, 'nope')], missing), 1)
     t.match(missing.err(), /holds no recallgate LMDB data/)

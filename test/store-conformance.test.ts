@@ -272,4 +272,35 @@ for (const engine of engines) {
     t.equal(await s.keys.countActive(), 0)
     t.ok((await s.keys.list())[0]?.revokedAt, 'the record stays, marked revoked')
   })
+
+  t.test(`${engine.name}: usage: adds sum per tenant, day and model, survive a reopen, and list by date range`, async (t) => {
+    const s = await engine.open(t)
+    const e = (tenant: string, date: string, model: string, n: number) => ({
+      tenant,
+      date,
+      model,
+      requests: 1,
+      inputTokens: 10 * n,
+      outputTokens: n,
+      cachedTokens: n === 2 ? 5 : 0,
+    })
+    // One batch may name the same row twice (two requests between flushes).
+    await s.usage.add([e('tenant-a', '2026-11-24', 'm/x', 1), e('tenant-a', '2026-11-25', 'm/x', 2), e('tenant-a', '2026-11-25', 'm/x', 3)])
+    await s.usage.add([e('tenant-a', '2026-11-25', 'a/y', 1), e('tenant-b', '2026-11-25', 'm/x', 7)])
+    await s.usage.add([])
+    const again = await s.reopen()
+    t.same(await again.usage.list('tenant-a', {}), [
+      { date: '2026-11-24', model: 'm/x', requests: 1, inputTokens: 10, outputTokens: 1, cachedTokens: 0 },
+      { date: '2026-11-25', model: 'a/y', requests: 1, inputTokens: 10, outputTokens: 1, cachedTokens: 0 },
+      { date: '2026-11-25', model: 'm/x', requests: 2, inputTokens: 50, outputTokens: 5, cachedTokens: 5 },
+    ], 'by date then model, sums per row')
+    t.same((await again.usage.list('tenant-a', { from: '2026-11-25' })).map((r) => r.model), ['a/y', 'm/x'], 'from is inclusive')
+    t.same((await again.usage.list('tenant-a', { to: '2026-11-24' })).map((r) => r.date), ['2026-11-24'], 'to is inclusive')
+    t.same(await again.usage.list('tenant-a', { from: '2026-11-26' }), [])
+    t.same((await again.usage.list('tenant-b', {})).map((r) => r.requests), [1], 'tenant-scoped')
+    t.same(await again.usage.list('tenant-c', {}), [])
+    const other = await again.another()
+    await other.usage.add([e('tenant-b', '2026-11-25', 'm/x', 1)])
+    t.same((await again.usage.list('tenant-b', {}))[0]?.requests, 2, "another instance's adds count toward the same row")
+  })
 }

@@ -54,7 +54,7 @@ export async function run(argv: string[], io: CommandIo): Promise<number> {
       try {
         const n = await copyFromLmdb(store, pg)
         io.stdout.write(
-          `copied from ${from}: ${n.keys} keys, ${n.sessions} sessions, ${n.messages} messages, ${n.responses} responses, ${n.conversations} conversations\n`,
+          `copied from ${from}: ${n.keys} keys, ${n.sessions} sessions, ${n.messages} messages, ${n.responses} responses, ${n.conversations} conversations, ${n.usage} usage rows\n`,
         )
       } finally {
         await store.close()

@@ -154,6 +154,33 @@ export interface TraceStore {
   deleteSession(tenant: string, sessionId: string): Promise<number>
 }
 
+/** What one or more requests of a tenant used of one model on one UTC day: added to that day's row. */
+export interface UsageEntry {
+  readonly tenant: string
+  /** The UTC day, `YYYY-MM-DD`. */
+  readonly date: string
+  readonly model: string
+  readonly requests: number
+  readonly inputTokens: Tokens
+  readonly outputTokens: Tokens
+  /** The part of `inputTokens` the provider served from its prompt cache. */
+  readonly cachedTokens: Tokens
+}
+
+/** A tenant's usage of one model on one UTC day. */
+export type UsageRow = Omit<UsageEntry, 'tenant'>
+
+/**
+ * Usage per tenant, model and UTC day (GET /api/v1/usage). Written in batches off the request path (usage/
+ * usage-recorder.ts); one row per (tenant, date, model), so a tenant's rows grow by at most its models a day.
+ */
+export interface UsageStore {
+  /** Adds each entry's counts to its (tenant, date, model) row, creating it; all of them or none. */
+  add(entries: readonly UsageEntry[]): Promise<void>
+  /** The tenant's rows with `from` ≤ date ≤ `to` (both `YYYY-MM-DD`, inclusive, optional), by date then model. */
+  list(tenant: string, range: { from?: string; to?: string }): Awaitable<UsageRow[]>
+}
+
 /**
  * Thrown by any store method when its engine cannot answer now (a network engine unreachable, restarting, or past its
  * statement timeout): a transient condition the caller may retry, as opposed to a bug or a refused write. The HTTP

@@ -8,7 +8,7 @@
 import type { TokenCounter } from '../context/tokenizer.js'
 import type { Clock, Ms } from '../types.js'
 import { ConversationRepo } from './conversation-repo.js'
-import type { ConversationStore, KeyStore, ResponseStore, SessionStore } from './interface.js'
+import type { ConversationStore, KeyStore, ResponseStore, SessionStore, UsageStore } from './interface.js'
 import { KeyRepo } from './key-repo.js'
 import { PgConversationStore } from './postgres/conversation-store.js'
 import { PgKeyStore } from './postgres/key-store.js'
@@ -16,8 +16,10 @@ import { migrate } from './postgres/migrations.js'
 import { Pg } from './postgres/pool.js'
 import { PgResponseStore } from './postgres/response-store.js'
 import { PgSessionStore } from './postgres/session-store.js'
+import { PgUsageStore } from './postgres/usage-store.js'
 import { ResponseRepo } from './response-repo.js'
 import { SessionRepo } from './session-repo.js'
+import { UsageRepo } from './usage-repo.js'
 import type { Store } from './store.js'
 
 export type Engine = 'lmdb' | 'postgres'
@@ -28,6 +30,7 @@ export interface Stores {
   readonly keys: KeyStore
   readonly responses: ResponseStore
   readonly conversations: ConversationStore
+  readonly usage: UsageStore
   /**
    * The LMDB session repository, when sessions live in LMDB: long-term recall indexes saved turns through its hooks in
    * the save's own transaction. Undefined on PostgreSQL, where recall is not available yet (docs/scaling.md).
@@ -67,6 +70,7 @@ export async function openStores(o: OpenStoresOptions): Promise<Stores> {
       keys: new KeyRepo(o.lmdb, { now: o.now }),
       responses: new ResponseRepo(o.lmdb),
       conversations: new ConversationRepo(o.lmdb),
+      usage: new UsageRepo(o.lmdb),
       recallSessions: sessions,
       readiness: [lmdbReady(o.lmdb)],
       // The environment is the caller's to close.
@@ -94,6 +98,7 @@ export async function openStores(o: OpenStoresOptions): Promise<Stores> {
       keys,
       responses: new PgResponseStore(pg),
       conversations: new PgConversationStore(pg),
+      usage: new PgUsageStore(pg),
       recallSessions: undefined,
       readiness: [lmdbReady(o.lmdb), { name: 'postgres', check: () => pg.ping() }],
       close: async () => {

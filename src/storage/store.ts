@@ -58,6 +58,8 @@ export interface Store {
   readonly conversations: Database<unknown, Key>
   /** [tenant, createdAt, requestId] → RequestTrace (the newest REQUEST_TRACES per tenant). */
   readonly traces: Database<unknown, Key>
+  /** [tenant, date (YYYY-MM-DD, UTC), model] → UsageRow. */
+  readonly usage: Database<unknown, Key>
   /** Run `fn` in one write transaction; resolves once it is committed (not yet necessarily flushed to disk). */
   transaction<T>(fn: () => T): Promise<T>
   /**
@@ -131,6 +133,7 @@ export function openStore(opts: StoreOptions): Store {
     items: db('items'),
     conversations: db('conversations'),
     traces: db('traces'),
+    usage: db('usage'),
     transaction: (fn) => root.transaction(fn),
     durable: async (fn, o) => {
       if (o?.releasing !== true && store.space().usedBytes >= mapSize) {
@@ -175,7 +178,7 @@ export function openStore(opts: StoreOptions): Store {
       if (cachedSpace !== undefined && now - cachedSpace.at < spaceTtl) return cachedSpace.space
       const stats = root.getStats() as EnvStats
       let pages = 2 + treePages(stats) + (stats.free ? treePages(stats.free) : 0)
-      for (const d of [store.keys, store.sessions, store.messages, store.files, store.chunks, store.vectors, store.meta, store.responses, store.items, store.conversations, store.traces])
+      for (const d of [store.keys, store.sessions, store.messages, store.files, store.chunks, store.vectors, store.meta, store.responses, store.items, store.conversations, store.traces, store.usage])
         pages += treePages(d.getStats() as TreeStats)
       const space = { usedBytes: pages * stats.pageSize, fileBytes: (stats.lastPageNumber + 1) * stats.pageSize, mapSize }
       cachedSpace = { at: now, space }

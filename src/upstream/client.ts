@@ -67,6 +67,15 @@ export class UpstreamClient {
     })
   }
 
+  /** POST a JSON body to another upstream endpoint (/embeddings), `authorization` forwarded as the client sent it. */
+  async postJson(path: string, body: string, opts: { authorization: string; signal: AbortSource }): Promise<UpstreamResponse> {
+    return this.#request('POST', path, {
+      signal: opts.signal,
+      body,
+      headers: { ...this.#extraHeaders, authorization: opts.authorization, 'content-type': 'application/json', accept: 'application/json' },
+    })
+  }
+
   async get(path: string, opts: { authorization?: string | undefined; signal?: AbortSignal }): Promise<UpstreamResponse> {
     const headers: Record<string, string> = { ...this.#extraHeaders, accept: 'application/json' }
     if (opts.authorization) headers.authorization = opts.authorization

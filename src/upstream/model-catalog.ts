@@ -12,6 +12,8 @@ import { upstreamHttpError } from './errors.js'
 interface Cached {
   body: string
   windows: Map<string, Tokens>
+  /** Each listed model's own entry, as the upstream wrote it, for GET /api/v1/models/{id}. */
+  entries: Map<string, string>
   fetchedAt: Ms
 }
 
@@ -35,6 +37,14 @@ export class ModelCatalog {
   /** The raw list body for GET /api/v1/models. */
   async list(authorization?: string): Promise<string> {
     return (await this.#get(authorization)).body
+  }
+
+  /**
+   * One model's entry from the cached list (GET /api/v1/models/{id}, the SDKs' `models.retrieve`), or undefined when the
+   * upstream does not list it. Answered from the same cache as the list: no upstream call per retrieve.
+   */
+  async model(id: string, authorization?: string): Promise<string | undefined> {
+    return (await this.#get(authorization)).entries.get(id)
   }
 
   /**
@@ -91,17 +101,18 @@ export class ModelCatalog {
     const text = await readUpstreamBody(res.body, MAX_MODELS_BODY)
     if (res.status < 200 || res.status > 299) throw upstreamHttpError(res.status, text)
     const windows = new Map<string, Tokens>()
+    const entries = new Map<string, string>()
     try {
       const parsed = JSON.parse(text) as { data?: Array<{ id?: unknown; context_length?: unknown }> }
-      for (const m of parsed.data ?? []) {
-        if (typeof m.id === 'string' && typeof m.context_length === 'number' && m.context_length > 0) {
-          windows.set(m.id, m.context_length)
-        }
+      for (const m of Array.isArray(parsed.data) ? parsed.data : []) {
+        if (m === null || typeof m !== 'object' || typeof m.id !== 'string') continue
+        entries.set(m.id, JSON.stringify(m))
+        if (typeof m.context_length === 'number' && m.context_length > 0) windows.set(m.id, m.context_length)
       }
     } catch (err) {
       throw gatewayError('upstream_invalid_response', { message: 'The upstream model list is not valid JSON', cause: err })
     }
-    const cached = { body: text, windows, fetchedAt: this.#clock() }
+    const cached = { body: text, windows, entries, fetchedAt: this.#clock() }
     this.#cached = cached
     return cached
   }

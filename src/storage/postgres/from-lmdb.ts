@@ -1,6 +1,6 @@
 /**
  * `recallgate migrate --from-lmdb DIR`: copy an embedded deployment's keys, sessions and messages, stored responses
- * (with their item index) and conversations from its LMDB environment into PostgreSQL, in one transaction (all or
+ * (with their item index), conversations and usage rows from its LMDB environment into PostgreSQL, in one transaction (all or
  * nothing). Rows already in PostgreSQL are kept (ON CONFLICT DO NOTHING), so a second run copies nothing twice.
  * Run it with the gateway stopped: LMDB is read as one snapshot per database, not one for the whole copy.
  */
@@ -14,6 +14,7 @@ export interface CopyCounts {
   messages: number
   responses: number
   conversations: number
+  usage: number
 }
 
 /** Rows per INSERT: large enough to cost few round trips, small enough to stay far from the parameter limit. */
@@ -21,7 +22,7 @@ const BATCH = 500
 
 export async function copyFromLmdb(store: Store, pg: Pg): Promise<CopyCounts> {
   return pg.transaction('copy_from_lmdb', async (c) => {
-    const counts: CopyCounts = { keys: 0, sessions: 0, messages: 0, responses: 0, conversations: 0 }
+    const counts: CopyCounts = { keys: 0, sessions: 0, messages: 0, responses: 0, conversations: 0, usage: 0 }
     counts.keys = await batched(c, store.keys.getRange(), (v) => {
       const r = v.value as { id: string; hash: string; plan: string; label?: string; createdAt: number; revokedAt?: number }
       return [r.hash, r.id, r.plan, r.label ?? null, r.createdAt, r.revokedAt ?? null]
@@ -43,6 +44,11 @@ export async function copyFromLmdb(store: Store, pg: Pg): Promise<CopyCounts> {
       const r = v.value as { id: string; createdAt: number; metadata?: Record<string, string> }
       return [tenant, r.id, r.createdAt, JSON.stringify(r.metadata ?? {})]
     }, 'conversations (tenant, id, created_at, metadata)', '::jsonb', 3)
+    counts.usage = await batched(c, store.usage.getRange(), (v) => {
+      const [tenant, day, model] = v.key as [string, string, string]
+      const r = v.value as { requests: number; inputTokens: number; outputTokens: number; cachedTokens: number }
+      return [tenant, day, model, r.requests, r.inputTokens, r.outputTokens, r.cachedTokens]
+    }, 'usage (tenant, day, model, requests, input_tokens, output_tokens, cached_tokens)', '')
     for (const { key, value } of store.responses.getRange()) {
       const [tenant] = key as [string, string]
       const r = value as StoredResponse

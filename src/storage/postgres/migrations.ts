@@ -117,6 +117,21 @@ export const MIGRATIONS: readonly Migration[] = [
     name: "response_items by response: deleting a response finds its items without a scan of the tenant's",
     sql: `CREATE INDEX response_items_by_response ON response_items (tenant, response_id);`,
   },
+  {
+    version: 3,
+    name: 'usage: requests and tokens per tenant, UTC day and model',
+    sql: `
+      CREATE TABLE usage (
+        tenant        text NOT NULL,
+        day           text COLLATE "C" NOT NULL,
+        model         text COLLATE "C" NOT NULL,
+        requests      bigint NOT NULL,
+        input_tokens  bigint NOT NULL,
+        output_tokens bigint NOT NULL,
+        cached_tokens bigint NOT NULL,
+        PRIMARY KEY (tenant, day, model)
+      );`,
+  },
 ]
 
 export const SCHEMA_VERSION = MIGRATIONS.at(-1)?.version ?? 0
