@@ -108,3 +108,6 @@ export interface PromptTrace {
   readonly window: Tokens
   readonly sessionId: string | null
 }
+
+/** Epoch ms as the unix seconds OpenAI's API puts on the wire (`created_at`, `updated_at`). */
+export const unixSeconds = (ms: number): number => Math.floor(ms / 1000)

@@ -5,6 +5,8 @@
  * packing, `_metadata`), the same upstream call, the same relay (with the Responses event format instead of the
  * upstream's bytes). A stored response is durable before its last byte: an immediate follow-up can chain.
  */
+import { tenantOf } from '../http/tenant.js'
+import { unixSeconds } from '../types.js'
 import { gatewayError, invalidParam } from '../errors.js'
 import { readJsonObject } from '../http/body.js'
 import { sendJson } from '../http/respond.js'
@@ -162,7 +164,7 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
     const done = { status, output, usage: mapUsage(usage), incompleteDetails }
     await persist(o, turn, replyFromCompletion(completion), done)
     if (ctx.clientGone.aborted) throw gatewayError('client_closed_request')
-    sendJson(ctx.res, 200, { ...snapshot(turn, { ...done, error: null, completedAt: seconds(o.now()) }), _metadata: prepared.metadata })
+    sendJson(ctx.res, 200, { ...snapshot(turn, { ...done, error: null, completedAt: unixSeconds(o.now()) }), _metadata: prepared.metadata })
   }
 }
 
@@ -236,7 +238,7 @@ function snapshot(
 ): Record<string, unknown> {
   return responseObject({
     id: t.id,
-    createdAt: seconds(t.createdAt),
+    createdAt: unixSeconds(t.createdAt),
     model: t.r.model,
     status: s.status as Parameters<typeof responseObject>[0]['status'],
     output: [...s.output],
@@ -278,9 +280,4 @@ function encodeAll(events: readonly ResponseEvent[]): string {
   return out
 }
 
-function tenantOf(ctx: RequestContext): Tenant {
-  if (ctx.tenant === undefined) throw gatewayError('missing_service_key')
-  return ctx.tenant
-}
 
-export const seconds = (ms: number): number => Math.floor(ms / 1000)

@@ -7,6 +7,8 @@
  * Item ids are derived from the message's position in the session (`msg_s12_0`, `fc_s13_1`): stable across reads
  * without storing anything beside the message, which goes upstream exactly as saved.
  */
+import { tenantOf } from '../http/tenant.js'
+import { unixSeconds } from '../types.js'
 import { normalizeSessionId } from '../chat/extension-fields.js'
 import { gatewayError, invalidParam } from '../errors.js'
 import { readJsonObject } from '../http/body.js'
@@ -19,7 +21,6 @@ import type { ConversationRecord, ConversationStore, SessionStore } from '../sto
 import type { StoredMessage, Tenant } from '../types.js'
 import { listPage } from './list-page.js'
 
-const seconds = (ms: number): number => Math.floor(ms / 1000)
 /** OpenAI's bound on items added in one call. */
 const MAX_ITEMS_PER_CALL = 20
 
@@ -166,10 +167,6 @@ function conversationMessages(raw: unknown, param: string) {
 const itemId = (i: ResponseItem): string => i.id ?? ''
 
 function wire(rec: ConversationRecord): Record<string, unknown> {
-  return { id: rec.id, object: 'conversation', created_at: seconds(rec.createdAt), metadata: rec.metadata }
+  return { id: rec.id, object: 'conversation', created_at: unixSeconds(rec.createdAt), metadata: rec.metadata }
 }
 
-function tenantOf(ctx: RequestContext): Tenant {
-  if (ctx.tenant === undefined) throw gatewayError('missing_service_key')
-  return ctx.tenant
-}

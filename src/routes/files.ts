@@ -3,6 +3,7 @@
  * Uploads are bounded while they stream in (busboy's fileSize limit), so an oversized file is refused with 413 without
  * being held in memory whole; ingestion is finished (chunked, embedded, indexed, committed) when the 201 is sent.
  */
+import { tenantOf } from '../http/tenant.js'
 import busboy from 'busboy'
 import type { IncomingMessage } from 'node:http'
 import { gatewayError, invalidParam } from '../errors.js'
@@ -19,10 +20,6 @@ export interface UploadedFile {
   metadata: Record<string, unknown> | null
 }
 
-function tenantOf(ctx: RequestContext): Tenant {
-  if (ctx.tenant === undefined) throw gatewayError('missing_service_key')
-  return ctx.tenant
-}
 
 function parseMetadata(raw: unknown): Record<string, unknown> | null {
   if (raw === undefined || raw === null || raw === '') return null

@@ -4,6 +4,8 @@
  * was (system, kept history, recalled turns, excerpts with their files and scores, the request itself) and its
  * tokens, and what was left out and why.
  */
+import { tenantOf } from '../http/tenant.js'
+import { unixSeconds } from '../types.js'
 import { gatewayError, invalidParam } from '../errors.js'
 import { sendJson } from '../http/respond.js'
 import type { Handler, RequestContext } from '../http/server.js'
@@ -11,7 +13,6 @@ import type { RequestTrace, TraceStore } from '../storage/interface.js'
 import type { TraceRecorder } from '../traces/trace-recorder.js'
 import type { Tenant } from '../types.js'
 
-const seconds = (ms: number): number => Math.floor(ms / 1000)
 
 export function requestRoutes(traces: TraceStore, recorder: TraceRecorder) {
   const list: Handler = async (ctx) => {
@@ -44,7 +45,7 @@ function summary(t: RequestTrace): Record<string, unknown> {
   return {
     id: t.id,
     object: 'request',
-    created_at: seconds(t.createdAt),
+    created_at: unixSeconds(t.createdAt),
     route: t.route,
     model: t.model,
     session_id: t.sessionId,
@@ -80,7 +81,3 @@ export function labelled(t: RequestTrace): Array<Record<string, unknown>> {
   return out
 }
 
-function tenantOf(ctx: RequestContext): Tenant {
-  if (ctx.tenant === undefined) throw gatewayError('missing_service_key')
-  return ctx.tenant
-}

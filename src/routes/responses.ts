@@ -2,6 +2,8 @@
  * /api/v1/responses/{id}: retrieve, delete, list input items, cancel. Only what `store: true` kept exists here, and
  * only for the tenant that made it: anything else is OpenAI's 404.
  */
+import { tenantOf } from '../http/tenant.js'
+import { unixSeconds } from '../types.js'
 import { gatewayError, invalidParam } from '../errors.js'
 import { sendJson } from '../http/respond.js'
 import type { Handler, RequestContext } from '../http/server.js'
@@ -10,7 +12,6 @@ import type { ResponseStore, StoredItem, StoredResponse } from '../storage/inter
 import type { Tenant } from '../types.js'
 import { listPage } from './list-page.js'
 
-const seconds = (ms: number): number => Math.floor(ms / 1000)
 
 export function responseRoutes(responses: ResponseStore) {
   const load = async (ctx: RequestContext): Promise<{ tenant: Tenant; rec: StoredResponse }> => {
@@ -50,7 +51,7 @@ export function responseRoutes(responses: ResponseStore) {
 export function wireResponse(rec: StoredResponse): Record<string, unknown> {
   return responseObject({
     id: rec.id,
-    createdAt: seconds(rec.createdAt),
+    createdAt: unixSeconds(rec.createdAt),
     model: rec.model,
     status: rec.status as Parameters<typeof responseObject>[0]['status'],
     output: [...rec.output],
@@ -60,11 +61,7 @@ export function wireResponse(rec: StoredResponse): Record<string, unknown> {
     echo: rec.echo,
     previousResponseId: rec.previousResponseId,
     conversationId: rec.conversationId,
-    completedAt: rec.completedAt === null ? null : seconds(rec.completedAt),
+    completedAt: rec.completedAt === null ? null : unixSeconds(rec.completedAt),
   })
 }
 
-function tenantOf(ctx: RequestContext): Tenant {
-  if (ctx.tenant === undefined) throw gatewayError('missing_service_key')
-  return ctx.tenant
-}

@@ -1,4 +1,6 @@
 /** /api/v1/sessions: list, read and delete a tenant's sessions. Times on the wire are unix seconds, as in OpenAI's API. */
+import { tenantOf } from '../http/tenant.js'
+import { unixSeconds } from '../types.js'
 import { gatewayError, invalidParam } from '../errors.js'
 import { normalizeSessionId } from '../chat/extension-fields.js'
 import { sendJson } from '../http/respond.js'
@@ -6,12 +8,7 @@ import type { Handler, RequestContext } from '../http/server.js'
 import type { SessionStore } from '../storage/interface.js'
 import type { Tenant } from '../types.js'
 
-const seconds = (ms: number): number => Math.floor(ms / 1000)
 
-function tenantOf(ctx: RequestContext): Tenant {
-  if (ctx.tenant === undefined) throw gatewayError('missing_service_key')
-  return ctx.tenant
-}
 
 function sessionId(ctx: RequestContext, maxLength: number): string {
   // Normalised as chat requests normalise it (NFC, trimmed), so the id a user types finds the session it named.
@@ -45,8 +42,8 @@ export function sessionRoutes(
       data: page.data.map((s) => ({
         id: s.id,
         object: 'session',
-        created_at: seconds(s.createdAt),
-        updated_at: seconds(s.updatedAt),
+        created_at: unixSeconds(s.createdAt),
+        updated_at: unixSeconds(s.updatedAt),
         message_count: s.messageCount,
       })),
       first_id: page.data[0]?.id ?? null,
@@ -65,9 +62,9 @@ export function sessionRoutes(
       id,
       object: 'session',
       // Each message as the client will see it next time (tool calls, parts, reasoning), plus when it was saved.
-      messages: messages.map((m) => ({ ...m.message, created_at: seconds(m.createdAt) })),
-      created_at: seconds(info.createdAt),
-      updated_at: seconds(info.updatedAt),
+      messages: messages.map((m) => ({ ...m.message, created_at: unixSeconds(m.createdAt) })),
+      created_at: unixSeconds(info.createdAt),
+      updated_at: unixSeconds(info.updatedAt),
     })
   }
 
