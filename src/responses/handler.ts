@@ -129,6 +129,7 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
         },
         format: {
           chunk: (c) => encodeAll(translator.push(c)),
+          text: (piece) => translator.pushText(piece),
           finishing: () => {
             finished = translator.finish()
             return encodeAll(finished.events)
