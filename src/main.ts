@@ -29,6 +29,7 @@ import { sessionRoutes } from './routes/sessions.js'
 import { conversationRoutes } from './routes/conversations.js'
 import { responseRoutes } from './routes/responses.js'
 import { responsesHandler } from './responses/handler.js'
+import { ChainCache } from './responses/state.js'
 import { TraceRepo } from './storage/trace-repo.js'
 import { TraceRecorder } from './traces/trace-recorder.js'
 import { requestRoutes } from './routes/requests.js'
@@ -78,6 +79,8 @@ const MAX_UPSTREAM_BODY = 32 * 1024 * 1024
 const MAX_SSE_EVENT = 1024 * 1024
 /** Ancestors a `previous_response_id` chain is walked through; older turns count as history that did not fit. */
 const MAX_CHAIN_TURNS = 1_000
+/** Messages the cache of walked chains holds in all (responses/state.ts ChainCache): about 20 MB of chat messages. */
+const CHAIN_CACHE_MESSAGES = 20_000
 /** Longest a readiness probe waits on one store (balancers usually time a probe out after 1–5 s). */
 const READINESS_TIMEOUT = 1_000
 
@@ -308,6 +311,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
         responses,
         conversations,
         sessions,
+        chains: new ChainCache(CHAIN_CACHE_MESSAGES),
         countStored: (m) => counter.storedContentTokens(m),
         clock,
         now,

@@ -105,6 +105,8 @@ export interface ResponseStore {
   delete(tenant: string, id: string): Promise<boolean>
   /** The stored item with this id (an input or output item of any of the tenant's stored responses). */
   findItem(tenant: string, itemId: string): Awaitable<StoredItem | undefined>
+  /** How many of these ids (distinct) are the tenant's stored responses; no record is read (a cached chain's check). */
+  countExisting(tenant: string, ids: readonly string[]): Awaitable<number>
 }
 
 export interface ConversationRecord {
