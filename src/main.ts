@@ -32,6 +32,7 @@ import { responsesHandler } from './responses/handler.js'
 import { ChainCache } from './responses/state.js'
 import { TraceRepo } from './storage/trace-repo.js'
 import { TraceRecorder } from './traces/trace-recorder.js'
+import { requestTrace } from './traces/trace-record.js'
 import { requestRoutes } from './routes/requests.js'
 import { consoleRoutes } from './routes/console.js'
 import { usageHandler } from './routes/usage.js'
@@ -431,8 +432,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
         ...(errorMessage !== undefined ? { errorMessage } : {}),
       })
       if (r.trace !== undefined && r.tenant !== undefined && recorder.enabled) {
-        recorder.record(r.tenant.id, {
-          ...r.trace,
+        recorder.record(r.tenant.id, requestTrace(r.trace, {
           id: r.requestId,
           createdAt: now(),
           route: r.route,
@@ -444,7 +444,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
           completionTokens: num(a.completionTokens) ?? null,
           cachedTokens: num(a.cachedTokens) ?? null,
           error: r.error ? { code: r.error.code, message: r.error.fromUpstream ? 'the upstream reported an error' : r.error.message } : null,
-        })
+        }))
       }
       if (r.error && r.error.status >= 500) logger.error({ reqId: r.requestId, err: r.error.cause ?? r.error }, 'request failed')
     },

@@ -107,6 +107,11 @@ export interface PromptTrace {
   readonly totalTokens: Tokens
   readonly window: Tokens
   readonly sessionId: string | null
+  /**
+   * `messages` as JSON, exactly as the upstream body carries them: set by the handler from the body it sent (a slice of
+   * that string, made anyway), so that storing a trace copies one string instead of encoding every message again.
+   */
+  messagesJson?: string
 }
 
 /** Epoch ms as the unix seconds OpenAI's API puts on the wire (`created_at`, `updated_at`). */

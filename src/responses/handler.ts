@@ -19,7 +19,7 @@ import type { UpstreamClient } from '../upstream/client.js'
 import { annotateOutcome, annotateUsage, type ChatPlanner, type PreparedChat } from '../chat/handler.js'
 import { relayStream, SSE_HEADERS, type Usage } from '../chat/relay-stream.js'
 import { callUpstream, readCompletion } from '../chat/upstream-call.js'
-import { upstreamBodyJson } from '../chat/upstream-body.js'
+import { messagesJsonOf, upstreamBody } from '../chat/upstream-body.js'
 import type { ChatRequest } from '../chat/validate.js'
 import { replyFromCompletion } from '../messages/reply.js'
 import { itemsToMessages, type ResponseItem } from './items.js'
@@ -97,7 +97,9 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
     const createdAt = o.now()
     const fields: Record<string, unknown> = { model: r.model, ...r.chatFields, stream: r.stream }
     if (r.stream) fields.stream_options = { include_usage: true }
-    const call = await callUpstream(o.upstream, ctx, upstreamBodyJson(fields, prepared.messages), {
+    const sent = upstreamBody(fields, prepared.messages)
+    if (prepared.trace !== undefined) prepared.trace.messagesJson = messagesJsonOf(sent)
+    const call = await callUpstream(o.upstream, ctx, sent.json, {
       authorization,
       stream: r.stream,
       clock: o.clock,

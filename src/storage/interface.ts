@@ -128,8 +128,14 @@ export interface ConversationStore {
   delete(tenant: string, id: string): Promise<boolean>
 }
 
-/** One request's trace: what it was, what it cost, and how its prompt was packed (never the provider key). */
-export interface RequestTrace extends PromptTrace {
+/**
+ * One request's trace: what it was, what it cost, and how its prompt was packed (never the provider key). The messages
+ * are kept as the JSON text that went upstream (`messagesJson`), not as objects: a trace is written on every request
+ * and read rarely, and one string is what costs least to store (bench/trace-cost.ts).
+ */
+export interface RequestTrace extends Omit<PromptTrace, 'messages' | 'messagesJson'> {
+  /** The messages exactly as sent upstream: a JSON array. */
+  readonly messagesJson: string
   /** The request's `x-request-id`. */
   readonly id: string
   /** Epoch ms. */
