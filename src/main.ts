@@ -18,6 +18,7 @@ import { createMetrics, type Metrics } from './metrics.js'
 import { LocalEmbedder, type Embedder } from './retrieval/embedder.js'
 import { OpenAICompatibleEmbedder } from './retrieval/openai-embedder.js'
 import { KnowledgeBase } from './knowledge/knowledge-base.js'
+import { Quotas } from './quotas/quotas.js'
 import { SessionRecall, type RecallTuning } from './recall/session-recall.js'
 import { fileRoutes } from './routes/files.js'
 import { healthHandler } from './routes/health.js'
@@ -220,7 +221,9 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
       })
     : undefined
 
+  const quotas = new Quotas({ plans: config.quotas, files: knowledge, sessions })
   const planner = new Planner({
+    quotas,
     counter,
     sessions,
     knowledge,
@@ -265,12 +268,14 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     maxSessionIdLength: config.maxSessionIdLength,
     now,
     onDeleted: onSessionDeleted,
+    quotas,
   })
   const f = fileRoutes(knowledge, {
     maxFileBytes: config.maxFileBytes,
     maxBodyBytes: config.maxBodyBytes,
     ragTopK: config.ragTopK,
     checkRoom: () => capacity.check(),
+    quotas,
   })
   const routes: RouteDef[] = [
     { method: 'GET', path: '/healthz', auth: false, handler: healthHandler() },
@@ -335,7 +340,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     { method: 'DELETE', path: '/api/v1/conversations/:id/items/:item', auth: true, handler: cv.deleteItem },
     { method: 'GET', path: '/api/v1/requests', auth: true, handler: rq.list },
     { method: 'GET', path: '/api/v1/requests/:id', auth: true, handler: rq.get },
-    { method: 'GET', path: '/api/v1/usage', auth: true, handler: usageHandler(stores.usage, usage) },
+    { method: 'GET', path: '/api/v1/usage', auth: true, handler: usageHandler(stores.usage, usage, quotas) },
     { method: 'GET', path: '/api/v1/models', auth: true, handler: modelsHandler(catalog) },
     { method: 'GET', path: '/api/v1/models/:id', auth: true, handler: modelHandler(catalog) },
     {

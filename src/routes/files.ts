@@ -11,6 +11,7 @@ import { mediaType, parseBoundedJson, readJsonObject } from '../http/body.js'
 import { sendJson } from '../http/respond.js'
 import type { Handler, RequestContext } from '../http/server.js'
 import type { KnowledgeBase } from '../knowledge/knowledge-base.js'
+import type { Quotas } from '../quotas/quotas.js'
 import type { Bytes, Tenant } from '../types.js'
 
 export interface UploadedFile {
@@ -151,6 +152,8 @@ export function fileRoutes(
     ragTopK: number
     /** Throws when the store is below its free-disk floor or at its map size: uploads are refused before they start. */
     checkRoom?: () => Promise<void>
+    /** The tenant's plan's file and byte quotas: checked before the body is read, and held for the upload's size. */
+    quotas?: Pick<Quotas, 'checkUploadRoom' | 'reserveUpload'>
   },
 ) {
   // Multipart framing adds a little on top of the file itself.
@@ -159,6 +162,7 @@ export function fileRoutes(
   const upload: Handler = async (ctx) => {
     const tenant = tenantOf(ctx)
     await opts.checkRoom?.()
+    await opts.quotas?.checkUploadRoom(tenant)
     const type = mediaType(ctx.req)
     let file: UploadedFile
     if (type === 'multipart/form-data') file = await readMultipart(ctx.req, opts.maxFileBytes, uploadLimit)
@@ -168,8 +172,12 @@ export function fileRoutes(
         message: `Upload with Content-Type multipart/form-data or application/json, got ${type ?? 'none'}`,
       })
     }
-    const record = await kb.ingest(tenant.id, file)
-    sendJson(ctx.res, 201, record)
+    const release = await opts.quotas?.reserveUpload(tenant, file.bytes.length)
+    try {
+      sendJson(ctx.res, 201, await kb.ingest(tenant.id, file))
+    } finally {
+      release?.()
+    }
   }
 
   const list: Handler = async (ctx) => {
