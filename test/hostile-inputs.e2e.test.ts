@@ -58,3 +58,38 @@ t.test('file names with NUL, CR or LF are stored with spaces instead, and the 20
   const names = ((await (await h.fetch('/api/v1/files')).json()) as { data: Array<{ filename: string }> }).data.map((f) => f.filename)
   t.same(names.filter((n) => /[\r\n\u0000]/.test(n)), [], 'no stored name holds NUL, CR or LF')
 })
+
+t.test('a __proto__ key in file metadata or a message is refused with a 400 naming where, never stored renamed', async (t) => {
+  const h = await startHarness(t)
+  const json = (path: string, body: string) => h.fetch(path, { method: 'POST', headers: { 'content-type': 'application/json' }, body })
+  const upload = await json('/api/v1/files', '{"filename":"a.txt","content":"alpha","metadata":{"team":"x","__proto__":{"admin":true}}}')
+  t.equal(upload.status, 400)
+  t.match(await upload.json(), { error: { code: 'invalid_parameter', param: 'metadata.__proto__', message: /`__proto__` key, which cannot be stored as sent/ } })
+
+  // Spelled with an escape: the same key once parsed.
+  const escaped = await json('/api/v1/files', '{"filename":"a.txt","content":"alpha","metadata":{"\\u005f_proto__":1}}')
+  t.match(await escaped.json(), { error: { param: 'metadata.__proto__' } })
+
+  const form = new FormData()
+  form.set('file', new Blob(['alpha'], { type: 'text/plain' }), 'a.txt')
+  form.set('metadata', '{"nested":[{"__proto__":1}]}')
+  const multipart = await h.fetch('/api/v1/files', { method: 'POST', body: form })
+  t.equal(multipart.status, 400)
+  t.match(await multipart.json(), { error: { param: 'metadata.nested[0].__proto__' } })
+
+  const chat = await json(
+    '/api/v1/chat/completions',
+    '{"model":"openai/gpt-4o","sessionId":"p","messages":[{"role":"user","content":[{"type":"text","text":"hi","__proto__":{}}]}]}',
+  )
+  t.equal(chat.status, 400)
+  t.match(await chat.json(), { error: { param: 'messages[0].content[0].__proto__' } })
+  t.equal((await h.fetch('/api/v1/sessions/p')).status, 404, 'nothing saved')
+  t.equal(h.mock.requests.length, 0, 'nothing sent upstream')
+
+  // Keys that merely look alike are kept as sent, through a restart (read back from LMDB).
+  const ok = await json('/api/v1/files', '{"filename":"a.txt","content":"alpha","metadata":{"__proto_":1,"proto":"x","__proto__x":2}}')
+  t.equal(ok.status, 201)
+  const { id } = (await ok.json()) as { id: string }
+  await h.restart()
+  t.same(((await (await h.fetch(`/api/v1/files/${id}`)).json()) as { metadata: unknown }).metadata, { __proto_: 1, proto: 'x', __proto__x: 2 })
+})

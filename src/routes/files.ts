@@ -26,7 +26,7 @@ function parseMetadata(raw: unknown): Record<string, unknown> | null {
   if (raw === undefined || raw === null || raw === '') return null
   let value: unknown = raw
   if (typeof raw === 'string') {
-    value = parseBoundedJson(Buffer.from(raw, 'utf8'), (problem) => invalidParam('metadata', `metadata is ${problem}`))
+    value = parseBoundedJson(Buffer.from(raw, 'utf8'), (problem) => invalidParam('metadata', `metadata is ${problem}`), 'metadata')
   }
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw invalidParam('metadata', 'metadata must be a JSON object')
