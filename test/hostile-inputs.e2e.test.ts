@@ -2,6 +2,7 @@
  * The smaller gaps of issue 29, end to end: ids and names that one byte string could alias into another, and
  * control characters in file names.
  */
+import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib'
 import t from 'tap'
 import { startHarness } from './helpers/harness.js'
 
@@ -93,3 +94,55 @@ t.test('a __proto__ key in file metadata or a message is refused with a 400 nami
   await h.restart()
   t.same(((await (await h.fetch(`/api/v1/files/${id}`)).json()) as { metadata: unknown }).metadata, { __proto_: 1, proto: 'x', __proto__x: 2 })
 })
+
+t.test('Content-Encoding: gzip, deflate and br bodies are decoded within the body limit; others are a 415', async (t) => {
+  const h = await startHarness(t, { env: { MAX_BODY_BYTES: String(64 * 1024) } })
+  const body = JSON.stringify({ model: 'openai/gpt-4o', sessionId: 'zipped', messages: [{ role: 'user', content: 'hello, compressed' }] })
+  const post = (path: string, data: Buffer | string | FormData, headers: Record<string, string>) =>
+    h.fetch(path, { method: 'POST', headers, body: data })
+  const json = { 'content-type': 'application/json' }
+  for (const [coding, encoded] of [
+    ['gzip', gzipSync(body)],
+    ['deflate', deflateSync(body)],
+    ['br', brotliCompressSync(body)],
+  ] as const) {
+    const r = await post('/api/v1/chat/completions', encoded, { ...json, 'content-encoding': coding })
+    t.equal(r.status, 200, coding)
+  }
+  const session = (await (await h.fetch('/api/v1/sessions/zipped')).json()) as { messages: { content: string }[] }
+  t.equal(session.messages[0]?.content, 'hello, compressed', 'read as the JSON it encodes')
+
+  // 1 MiB of zeros in a string: about 1 KiB gzipped, far past the 64 KiB limit once decoded.
+  const bomb = gzipSync(JSON.stringify({ model: 'openai/gpt-4o', messages: [{ role: 'user', content: '0'.repeat(1024 * 1024) }] }))
+  t.ok(bomb.length < 8 * 1024)
+  const refused = await post('/api/v1/chat/completions', bomb, { ...json, 'content-encoding': 'gzip' })
+  t.equal(refused.status, 413)
+  t.match(await refused.json(), { error: { code: 'payload_too_large', message: 'Request body exceeds 65536 bytes once decoded (Content-Encoding: gzip)' } })
+
+  const corrupt = await post('/api/v1/chat/completions', Buffer.from('not gzip at all'), { ...json, 'content-encoding': 'gzip' })
+  t.equal(corrupt.status, 400)
+  t.match(await corrupt.json(), { error: { code: 'invalid_json', message: /^Request body is not valid gzip data/ } })
+
+  const unknown = await post('/api/v1/chat/completions', body, { ...json, 'content-encoding': 'compress' })
+  t.equal(unknown.status, 415)
+  t.match(await unknown.json(), { error: { code: 'unsupported_media_type', message: /Content-Encoding "compress" is not supported/ } })
+
+  // A multipart upload, gzipped whole: decoded on its way to the form parser.
+  const form = new Response(formWith('notes.txt', 'zipped notes about llamas'))
+  const type = form.headers.get('content-type') ?? ''
+  const upload = await post('/api/v1/files', gzipSync(Buffer.from(await form.arrayBuffer())), { 'content-type': type, 'content-encoding': 'gzip' })
+  t.equal(upload.status, 201)
+  t.match(await upload.json(), { filename: 'notes.txt', bytes: 25 })
+  const big = new Response(formWith('big.txt', '0'.repeat(30 * 1024 * 1024)))
+  const bigUpload = await post('/api/v1/files', gzipSync(Buffer.from(await big.arrayBuffer())), {
+    'content-type': big.headers.get('content-type') ?? '',
+    'content-encoding': 'gzip',
+  })
+  t.equal(bigUpload.status, 413, 'a form inflating past the upload limit')
+})
+
+function formWith(name: string, text: string): FormData {
+  const form = new FormData()
+  form.set('file', new Blob([text], { type: 'text/plain' }), name)
+  return form
+}

@@ -5,6 +5,7 @@
 import { isUtf8 } from 'node:buffer'
 import type { IncomingMessage } from 'node:http'
 import { gatewayError } from '../errors.js'
+import { contentCoding, decodeBody } from './content-encoding.js'
 import type { Bytes } from '../types.js'
 
 /**
@@ -14,12 +15,15 @@ import type { Bytes } from '../types.js'
  */
 export const MAX_JSON_DEPTH = 128
 
+/** The body, decoded when it came with a Content-Encoding (content-encoding.ts): `limit` bounds both sizes. */
 export async function readBody(req: IncomingMessage, limit: Bytes): Promise<Buffer> {
+  const coding = contentCoding(req)
   const declared = req.headers['content-length']
   if (declared !== undefined && Number(declared) > limit) {
     throw gatewayError('payload_too_large', { message: `Request body exceeds ${limit} bytes` })
   }
-  return readUpTo(req, limit)
+  const raw = await readUpTo(req, limit)
+  return coding === 'identity' ? raw : decodeBody(raw, coding, limit)
 }
 
 const premature = (cause?: Error): Error =>

@@ -8,6 +8,7 @@ import busboy from 'busboy'
 import type { IncomingMessage } from 'node:http'
 import { gatewayError, invalidParam } from '../errors.js'
 import { mediaType, parseBoundedJson, readJsonObject } from '../http/body.js'
+import { contentCoding, decodeError, decoder } from '../http/content-encoding.js'
 import { sendJson } from '../http/respond.js'
 import type { Handler, RequestContext } from '../http/server.js'
 import type { KnowledgeBase } from '../knowledge/knowledge-base.js'
@@ -56,6 +57,7 @@ function fileId(ctx: RequestContext): string {
 }
 
 export function readMultipart(req: IncomingMessage, maxFileBytes: Bytes, maxBodyBytes: Bytes): Promise<UploadedFile> {
+  const coding = contentCoding(req)
   return new Promise((resolve, reject) => {
     let bb: busboy.Busboy
     try {
@@ -75,7 +77,8 @@ export function readMultipart(req: IncomingMessage, maxFileBytes: Bytes, maxBody
     const fail = (err: unknown): void => {
       if (settled) return
       settled = true
-      req.unpipe(bb)
+      // Every destination: busboy, or the decoder in front of it.
+      req.unpipe()
       req.resume()
       reject(err)
     }
@@ -129,7 +132,23 @@ export function readMultipart(req: IncomingMessage, maxFileBytes: Bytes, maxBody
       fail(gatewayError('payload_too_large', { param: 'file', message: `The upload exceeds MAX_FILE_BYTES (${maxFileBytes} bytes)` }))
       return
     }
-    req.pipe(bb)
+    if (coding === 'identity') {
+      req.pipe(bb)
+      return
+    }
+    // An encoded form is decoded on its way to busboy, and the decoded bytes are bounded like a plain body's.
+    const decode = decoder(coding)
+    let decoded = 0
+    decode.on('data', (d: Buffer) => {
+      decoded += d.length
+      if (decoded > maxBodyBytes) {
+        decode.unpipe(bb)
+        decode.destroy()
+        fail(decodeError(new RangeError('too large'), coding, maxBodyBytes))
+      }
+    })
+    decode.on('error', (err) => fail(decodeError(err, coding, maxBodyBytes)))
+    req.pipe(decode).pipe(bb)
   })
 }
 
