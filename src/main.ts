@@ -4,6 +4,7 @@
  */
 import { once } from 'node:events'
 import type { AddressInfo } from 'node:net'
+import { AuthFailureLimiter } from './auth/auth-failure-limiter.js'
 import { Authenticator } from './auth/authenticator.js'
 import { RateLimiter, type Limiter } from './auth/rate-limiter.js'
 import { SharedRateLimiter } from './auth/shared-rate-limiter.js'
@@ -114,6 +115,10 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   const keys = stores.keys
   await ensureFirstKey(config, keys, opts.onBootstrapKey)
   const authenticator = new Authenticator({ inlineKeys: config.serviceKeys, stored: keys })
+  const authFailures =
+    config.authFailuresPerMinute > 0
+      ? new AuthFailureLimiter({ perMinute: config.authFailuresPerMinute, maxAddresses: config.authFailureMaxAddresses, clock })
+      : undefined
   const localLimiter = new RateLimiter({ limits: config.rateLimits, maxKeys: config.rateLimitMaxKeys, clock })
   // Every store requests depend on is required: without it they fail. DATA_DIR's LMDB is also not ready when it has
   // no room (MIN_FREE_DISK, LMDB_MAP_SIZE) or its last write failed.
@@ -363,6 +368,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   const http = createHttpServer({
     routes,
     authenticator,
+    ...(authFailures ? { authFailures } : {}),
     limiter,
     clock,
     headersTimeout: config.headersTimeout,

@@ -146,3 +146,23 @@ function formWith(name: string, text: string): FormData {
   form.set('file', new Blob([text], { type: 'text/plain' }), name)
   return form
 }
+
+t.test('failed authentications are limited per client address: 429 with Retry-After, valid keys still served', async (t) => {
+  let now = 1_000_000
+  const h = await startHarness(t, { env: { AUTH_FAILURE_LIMIT: '3' }, gateway: { clock: () => now } })
+  const statuses: number[] = []
+  for (let i = 0; i < 3; i++) statuses.push((await h.fetch('/api/v1/sessions', { key: `rg_wrong_key_${i}` })).status)
+  statuses.push((await h.fetch('/api/v1/sessions', { key: null })).status)
+  t.same(statuses, [401, 401, 401, 429], 'three failures a minute, then 429 (a missing key counts too)')
+  const limited = await h.fetch('/api/v1/sessions', { key: 'rg_wrong_key_again' })
+  t.equal(limited.status, 429)
+  t.equal(limited.headers.get('retry-after'), '20', 'one failure comes back every 20 s at 3 a minute')
+  t.match(await limited.json(), {
+    error: { code: 'rate_limit_exceeded', type: 'rate_limit_error', message: /^Too many failed authentications from your address \(3 a minute\)/ },
+  })
+  t.equal((await h.fetch('/api/v1/sessions')).status, 200, 'a valid key from the same address is served (a NAT or proxy shares it)')
+  t.equal((await h.fetch('/healthz', { key: 'rg_wrong' })).status, 200, 'routes without a key are not affected')
+  now += 20_000
+  t.equal((await h.fetch('/api/v1/sessions', { key: 'rg_wrong_key_later' })).status, 401, 'the budget refills with time')
+  t.equal((await h.fetch('/api/v1/sessions', { key: 'rg_wrong_key_later' })).status, 429)
+})

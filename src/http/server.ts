@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto'
 import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
+import type { AuthFailureLimiter } from '../auth/auth-failure-limiter.js'
 import type { Authenticator } from '../auth/authenticator.js'
 import { enforceDecision, type Limiter } from '../auth/rate-limiter.js'
 import { asGatewayError, gatewayError, toWire, type GatewayError } from '../errors.js'
@@ -92,6 +93,8 @@ export interface RequestRecord {
 export interface HttpServerOptions {
   routes: RouteDef[]
   authenticator: Authenticator
+  /** Failed authentications per client address (429 past the budget); none: not limited. */
+  authFailures?: AuthFailureLimiter
   limiter: Limiter
   clock: Clock
   headersTimeout: Ms
@@ -230,9 +233,15 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
       ctx.params = found.match.params
       if (draining) throw gatewayError('shutting_down')
       if (def.auth) {
-        const who = opts.authenticator.authenticate(req.headers)
-        // Only a caching key store asking its database answers with a promise: the usual path stays synchronous.
-        ctx.tenant = who instanceof Promise ? await who : who
+        const address = req.socket.remoteAddress
+        try {
+          const who = opts.authenticator.authenticate(req.headers, { cacheOnly: opts.authFailures?.limited(address) })
+          // Only a caching key store asking its database answers with a promise: the usual path stays synchronous.
+          ctx.tenant = who instanceof Promise ? await who : who
+        } catch (err) {
+          // Only a failure costs anything here: a bucket lookup per failed key (an LRU get and some arithmetic).
+          throw opts.authFailures?.refuse(address, err) ?? err
+        }
         try {
           let d = opts.limiter.check(ctx.tenant.id, ctx.tenant.plan)
           // Only a shared limiter answers with a promise: the embedded mode's check stays synchronous.
