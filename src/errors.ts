@@ -87,6 +87,11 @@ export const ERROR_CODES = {
     type: 'authentication_error',
     message: 'Missing provider API key: send `Authorization: Bearer <key>`',
   },
+  invalid_metrics_token: {
+    status: 401,
+    type: 'authentication_error',
+    message: 'GET /metrics needs `Authorization: Bearer <METRICS_TOKEN>`',
+  },
   not_found: { status: 404, type: 'not_found_error', message: 'Not found' },
   // OpenAI's code for GET /models/{id} with an id it does not list.
   model_not_found: { status: 404, type: 'not_found_error', message: 'The model does not exist' },

@@ -15,7 +15,7 @@ import { ConfigError, envWithDotenv, loadConfig, type Config } from './config.js
 import { TokenCounter } from './context/tokenizer.js'
 import { createHttpServer, type RouteDef } from './http/server.js'
 import { createLogger, logRequest, type Logger } from './log.js'
-import { createMetrics, type Metrics } from './metrics.js'
+import { createMetrics, OTHER, type Metrics } from './metrics.js'
 import { LocalEmbedder, type Embedder } from './retrieval/embedder.js'
 import { OpenAICompatibleEmbedder } from './retrieval/openai-embedder.js'
 import { KnowledgeBase } from './knowledge/knowledge-base.js'
@@ -285,7 +285,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   const routes: RouteDef[] = [
     { method: 'GET', path: '/healthz', auth: false, handler: healthHandler() },
     { method: 'GET', path: '/readyz', auth: false, handler: readinessHandler(readiness, READINESS_TIMEOUT) },
-    { method: 'GET', path: '/metrics', auth: false, handler: metricsHandler(metrics) },
+    { method: 'GET', path: '/metrics', auth: false, handler: metricsHandler(metrics, config.metricsToken) },
     { method: 'GET', path: '/openapi.json', auth: false, handler: openApiHandler() },
     { method: 'GET', path: '/console', auth: false, handler: ui.page },
     { method: 'GET', path: '/console/app.js', auth: false, handler: ui.script },
@@ -391,8 +391,12 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
       const model = typeof a.model === 'string' ? a.model : undefined
       if (model !== undefined && a.upstreamHeadersMs !== undefined) {
         const upstreamMs = num(a.upstreamMs)
+        // The model label takes only names the upstream accepted (its headers came and were not its error): a client
+        // sending made-up names to a refusing upstream would otherwise fill the 200 slots and push every real model
+        // into `other` (issue 29). What it refused is timed under `other`.
+        const accepted = r.error?.fromUpstream !== true
         metrics.observeUpstream({
-          model,
+          model: accepted ? model : OTHER,
           headersMs: num(a.upstreamHeadersMs),
           ttftMs: num(a.ttftMs),
           ...(upstreamMs !== undefined ? { overheadMs: Math.max(0, r.durationMs - upstreamMs) } : {}),

@@ -166,3 +166,25 @@ t.test('failed authentications are limited per client address: 429 with Retry-Af
   t.equal((await h.fetch('/api/v1/sessions', { key: 'rg_wrong_key_later' })).status, 401, 'the budget refills with time')
   t.equal((await h.fetch('/api/v1/sessions', { key: 'rg_wrong_key_later' })).status, 429)
 })
+
+t.test('/metrics labels only models the upstream accepted, and METRICS_TOKEN guards it', async (t) => {
+  const token = 'mt_Zk3vQ9xLr2Wp8Ny4Bs7Hd1Jc6Fg5Tm0A'
+  const h = await startHarness(t, { env: { METRICS_TOKEN: token } })
+  const client = h.client()
+  for (let i = 0; i < 5; i++) {
+    h.mock.enqueue({ status: 400, errorMessage: `${i} is not a valid model ID` })
+    await client.chat.completions.create({ model: `junk/slot-filler-${i}`, messages: [{ role: 'user', content: 'x' }] }).catch(() => undefined)
+  }
+  await client.chat.completions.create({ model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'a real one' }] })
+
+  const open = await fetch(`${h.gw.url}/metrics`)
+  t.equal(open.status, 401)
+  t.match(await open.json(), { error: { code: 'invalid_metrics_token', type: 'authentication_error' } })
+  t.equal((await fetch(`${h.gw.url}/metrics`, { headers: { authorization: 'Bearer wrong' } })).status, 401)
+  const scraped = await fetch(`${h.gw.url}/metrics`, { headers: { authorization: `Bearer ${token}` } })
+  t.equal(scraped.status, 200)
+  const text = await scraped.text()
+  t.notMatch(text, /slot-filler/, 'no refused name took a label slot')
+  t.match(text, /recallgate_upstream_headers_seconds_count\{model="openai\/gpt-4o-mini"\} 1/)
+  t.match(text, /recallgate_upstream_headers_seconds_count\{model="other"\} 5/, 'refused requests are still timed, as other')
+})
