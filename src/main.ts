@@ -423,6 +423,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
       }
       logRequest(logger, {
         requestId: r.requestId,
+        ...(r.clientRequestId !== undefined ? { clientRequestId: r.clientRequestId } : {}),
         tenantId: r.tenant?.id ?? null,
         plan: r.tenant?.plan ?? null,
         method: r.method,

@@ -4,7 +4,7 @@
  */
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib'
 import t from 'tap'
-import { startHarness } from './helpers/harness.js'
+import { KEY_B, startHarness } from './helpers/harness.js'
 
 /** What a client sending `s` as UTF-8 in a header puts on the wire (fetch takes header values as Latin-1 bytes). */
 const asHeaderBytes = (s: string): string => Buffer.from(s, 'utf8').toString('latin1')
@@ -187,4 +187,30 @@ t.test('/metrics labels only models the upstream accepted, and METRICS_TOKEN gua
   t.notMatch(text, /slot-filler/, 'no refused name took a label slot')
   t.match(text, /recallgate_upstream_headers_seconds_count\{model="openai\/gpt-4o-mini"\} 1/)
   t.match(text, /recallgate_upstream_headers_seconds_count\{model="other"\} 5/, 'refused requests are still timed, as other')
+})
+
+t.test('a client-chosen request id never becomes ours: echoed as x-client-request-id and logged beside our own', async (t) => {
+  const h = await startHarness(t)
+  // Tenant B tries to pass its request off as one of tenant A's, by A's id.
+  const a = await h.fetch('/api/v1/sessions')
+  const aId = a.headers.get('x-request-id') ?? ''
+  t.match(aId, /^req_[0-9a-f-]{36}$/)
+  const b = await h.fetch('/api/v1/sessions', { key: KEY_B, headers: { 'x-request-id': aId } })
+  const bId = b.headers.get('x-request-id') ?? ''
+  t.not(bId, aId, 'the forged id is not taken')
+  t.match(bId, /^req_/)
+  t.equal(b.headers.get('x-client-request-id'), aId, "the client's own id comes back beside ours")
+  const c = await h.fetch('/api/v1/sessions', { headers: { 'x-client-request-id': 'trace.42:x', 'x-request-id': 'ignored' } })
+  t.equal(c.headers.get('x-client-request-id'), 'trace.42:x', "OpenAI's header wins")
+  const odd = await h.fetch('/api/v1/sessions', { headers: { 'x-request-id': 'has spaces' } })
+  t.equal(odd.headers.get('x-client-request-id'), null, 'only plain tokens are echoed or logged')
+
+  await h.gw.close()
+  const lines = h
+    .logs()
+    .split('\n')
+    .filter((l) => l.includes('"msg":"request"'))
+    .map((l) => JSON.parse(l) as { reqId: string; clientRequestId?: string; tenant: string })
+  t.equal(lines.filter((l) => l.reqId === aId).length, 1, "one line carries A's id: A's own")
+  t.match(lines.find((l) => l.reqId === bId), { clientRequestId: aId })
 })

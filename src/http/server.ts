@@ -80,6 +80,8 @@ export interface RouteDef {
 
 export interface RequestRecord {
   requestId: string
+  /** The id the client chose for the request, if it sent one (see clientRequestId). */
+  clientRequestId: string | undefined
   method: string
   route: string
   status: number
@@ -112,6 +114,15 @@ export interface HttpServer {
   inFlight(): number
   /** Refuse new requests with 503 and ask keep-alive clients to reconnect elsewhere. */
   drain(): void
+}
+
+/**
+ * The request id the client chose: OpenAI's `x-client-request-id`, else an `x-request-id` (what proxies and older
+ * clients send). Only a plain token (`[\w.:-]{1,128}`) is kept, so it is safe in a header and a log line.
+ */
+function clientRequestIdOf(req: IncomingMessage): string | undefined {
+  const v = req.headers['x-client-request-id'] ?? req.headers['x-request-id']
+  return typeof v === 'string' && /^[\w.:-]{1,128}$/.test(v) ? v : undefined
 }
 
 export function createHttpServer(opts: HttpServerOptions): HttpServer {
@@ -177,6 +188,7 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
     }
     opts.onRequestDone?.({
       requestId,
+      clientRequestId: undefined,
       method: '-',
       route: 'unparsed',
       status: failure.status,
@@ -190,10 +202,12 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const started = opts.clock()
-    const incomingId = req.headers['x-request-id']
-    const requestId =
-      typeof incomingId === 'string' && /^[\w.:-]{1,128}$/.test(incomingId) ? incomingId : `req_${randomUUID()}`
+    // Always ours: a client-chosen id used as-is could name another tenant's request in the logs and traces
+    // (issue 29). Theirs is echoed beside it and logged as clientRequestId, so they can still correlate by it.
+    const requestId = `req_${randomUUID()}`
     res.setHeader('x-request-id', requestId)
+    const clientRequestId = clientRequestIdOf(req)
+    if (clientRequestId !== undefined) res.setHeader('x-client-request-id', clientRequestId)
     if (draining) res.setHeader('connection', 'close')
 
     inFlight++
@@ -275,6 +289,7 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
       const done = (): void =>
         opts.onRequestDone?.({
           requestId,
+          clientRequestId,
           method: req.method ?? 'GET',
           route,
           status: res.statusCode,
