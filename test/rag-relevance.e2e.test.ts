@@ -30,12 +30,20 @@ async function ask(h: Harness, content: string, extra: object = {}): Promise<{ r
 
 t.test('chit-chat and unanswerable questions add no chunks, and say why', async (t) => {
   const h = await setup(t)
-  for (const q of ['hi', 'thanks!', 'Who won the football world cup in 1998?']) {
+  for (const q of ['Who won the football world cup in 1998?', 'Is the museum open on Mondays?']) {
     const r = await ask(h, q)
     t.equal(r.includedChunks, 0, `${q}: no chunk`)
     t.notMatch(r.sent, /Excerpts from the user's files/, `${q}: no context message`)
     t.ok(r.rag.reason === 'no_match' || r.rag.reason === 'not_relevant', `${q}: reason ${r.rag.reason}`)
   }
+  // Turns that ask nothing are not searched at all, even when a file shares their words ("greetings cards").
+  for (const q of ['hi', 'thanks!', 'ok, got it', 'Greetings!', '👍']) {
+    const r = await ask(h, q)
+    t.match(r.rag, { reason: 'small_talk', resultsFound: 0, sources: [], bestRelevance: null }, `${q}: small talk`)
+  }
+  // A caller's own ragQuery is always searched.
+  const chosen = await ask(h, 'thanks!', { ragQuery: 'boiler pressure' })
+  t.equal(chosen.rag.sources[0]?.filename, 'boiler.md')
   // "greetings" is in library.md, but one common word of a question about something else is not relevance.
   const weak = await ask(h, 'Send my greetings to the new Portuguese ambassador in Helsinki')
   t.equal(weak.rag.reason, 'not_relevant')

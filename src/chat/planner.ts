@@ -21,6 +21,7 @@ import type { Metadata } from './metadata.js'
 import type { Usage } from './relay-stream.js'
 import type { ChatRequest } from './validate.js'
 import { alignResent } from './resent-history.js'
+import { asksNothing } from './small-talk.js'
 import { StablePrefix } from './stable-prefix.js'
 import { clientMarksCache, needsBreakpoints, withBreakpoints } from './cache-breakpoints.js'
 
@@ -129,6 +130,8 @@ export class Planner implements ChatPlanner {
     let reason: NotRetrieved | undefined
     if (!req.useRAG) reason = 'disabled'
     else if (query === undefined || query.trim() === '') reason = 'empty_query'
+    // A turn that asks nothing ("thanks!", "ok") searches for nothing; a `ragQuery` the caller chose always searches.
+    else if (req.ragQuery === undefined && asksNothing(query)) reason = 'small_talk'
     else {
       const ranked = await o.knowledge.search(tenant.id, query, o.ragTopK)
       found = ranked.length
@@ -167,7 +170,7 @@ export class Planner implements ChatPlanner {
       let historyTokens = 0
       for (const m of history) historyTokens += historyMessageTokens(m)
       const recallQuery = retrievalQuery(req)
-      if ((fixed + historyTokens > usable || older > 0) && recallQuery !== undefined) {
+      if ((fixed + historyTokens > usable || older > 0) && recallQuery !== undefined && !asksNothing(recallQuery)) {
         // About the block's room (the retrieval block may take less than its budget): sizes the candidate list.
         const room = Math.floor((usable - fixed) * (1 - recall.recentShare))
         recalled = await recall.service.search(tenant.id, req.sessionId, recallQuery, room)

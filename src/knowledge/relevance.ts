@@ -27,6 +27,7 @@ export const DEFAULT_RELEVANCE_GATE: RelevanceGate = { minRelevance: 0.3, fullRe
 export type NotRetrieved =
   | 'disabled' // useRAG false
   | 'empty_query' // ragQuery "" (or no user message to search with)
+  | 'small_talk' // the turn asks nothing to look up: a greeting, thanks, "ok" (chat/small-talk.ts)
   | 'no_files' // the caller has no files
   | 'no_match' // no chunk shares a word with the query
   | 'not_relevant' // the best chunk holds less than minRelevance of the query
