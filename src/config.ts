@@ -92,6 +92,8 @@ export interface Config {
   /** Relevance gate (knowledge/relevance.ts): below min nothing is retrieved, below full only the best chunk. */
   ragMinRelevance: number
   ragFullRelevance: number
+  /** Above RAG_FULL_RELEVANCE, each chunk's own relevance must reach this to go in (knowledge/relevance.ts hitFloor). */
+  ragChunkMinRelevance: number
   chunkTokens: Tokens
   chunkOverlap: Tokens
 
@@ -202,6 +204,7 @@ export const DEFAULTS = {
   RAG_TOP_K: '8',
   RAG_MIN_RELEVANCE: '0.3',
   RAG_FULL_RELEVANCE: '0.5',
+  RAG_CHUNK_MIN_RELEVANCE: '0.2',
   CHUNK_TOKENS: '192',
   CHUNK_OVERLAP: '80',
   RECALL: 'on',
@@ -385,6 +388,7 @@ export function loadConfig(env: Env): Config {
     ragTopK: int('RAG_TOP_K', 1, 100),
     ragMinRelevance: share('RAG_MIN_RELEVANCE'),
     ragFullRelevance: share('RAG_FULL_RELEVANCE'),
+    ragChunkMinRelevance: share('RAG_CHUNK_MIN_RELEVANCE'),
     chunkTokens,
     chunkOverlap,
     recallEnabled: recall === 'on',

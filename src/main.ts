@@ -245,7 +245,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     ragBudgetShare: config.ragBudgetShare,
     ragMaxTokens: config.ragMaxTokens,
     ragTopK: config.ragTopK,
-    relevanceGate: { minRelevance: config.ragMinRelevance, fullRelevance: config.ragFullRelevance },
+    relevanceGate: { minRelevance: config.ragMinRelevance, fullRelevance: config.ragFullRelevance, hitFloor: config.ragChunkMinRelevance },
     ...(recall ? { recall: { service: recall, recentShare: config.recallRecentShare } } : {}),
   })
   metrics.setCollectors({ corrections: () => counter.corrections(), sizes: () => store.sizes(), lmdbSpace: () => store.space() })
@@ -283,6 +283,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     maxFileBytes: config.maxFileBytes,
     maxBodyBytes: config.maxBodyBytes,
     ragTopK: config.ragTopK,
+    minRelevance: config.ragMinRelevance,
     checkRoom: () => capacity.check(),
     quotas,
   })

@@ -169,6 +169,8 @@ export function fileRoutes(
     maxFileBytes: Bytes
     maxBodyBytes: Bytes
     ragTopK: number
+    /** Search hits below this relevance are left out unless the body's `min_relevance` says otherwise (RAG_MIN_RELEVANCE). */
+    minRelevance: number
     /** Throws when the store is below its free-disk floor or at its map size: uploads are refused before they start. */
     checkRoom?: () => Promise<void>
     /** The tenant's plan's file and byte quotas: checked before the body is read, and held for the upload's size. */
@@ -229,10 +231,26 @@ export function fileRoutes(
       }
       k = body.k
     }
-    const hits = await kb.search(tenantOf(ctx).id, body.query, k)
+    let minRelevance = opts.minRelevance
+    if (body.min_relevance !== undefined && body.min_relevance !== null) {
+      if (typeof body.min_relevance !== 'number' || !(body.min_relevance >= 0 && body.min_relevance <= 1))
+        throw invalidParam('min_relevance', 'min_relevance must be a number from 0 to 1')
+      minRelevance = body.min_relevance
+    }
+    // What chat would consider: a ranking always has a best hit, but a chunk that holds none of the query's words (the
+    // vector side's nearest neighbours of anything) is not an answer, so by default it is not listed either.
+    const hits = (await kb.search(tenantOf(ctx).id, body.query, k)).filter((h) => h.relevance > 0 && h.relevance >= minRelevance)
     sendJson(ctx.res, 200, {
       object: 'list',
-      data: hits.map((h) => ({ file_id: h.file_id, filename: h.filename, metadata: h.metadata, chunk_index: h.chunk_index, score: h.score, text: h.text })),
+      data: hits.map((h) => ({
+        file_id: h.file_id,
+        filename: h.filename,
+        metadata: h.metadata,
+        chunk_index: h.chunk_index,
+        score: h.score,
+        relevance: Math.round(h.relevance * 1000) / 1000,
+        text: h.text,
+      })),
     })
   }
 
