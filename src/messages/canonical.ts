@@ -20,10 +20,6 @@ export function canonicalKey(m: ChatMessage): string {
   return key
 }
 
-export function sameMessage(a: ChatMessage, b: ChatMessage): boolean {
-  return a === b || canonicalKey(a) === canonicalKey(b)
-}
-
 function canonicalContent(c: ChatMessage['content']): unknown {
   if (c === undefined || c === null) return ''
   if (typeof c === 'string') return c

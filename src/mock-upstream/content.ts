@@ -18,10 +18,6 @@ export function parseJson(text: string): unknown {
   }
 }
 
-export function countChat(messages: unknown[]): number {
-  return chatTokens(messages).length
-}
-
 /** The prompt's tokens as gpt-4o would read them (tool calls as their JSON): what the emulated cache compares. */
 export function chatTokens(messages: unknown[]): number[] {
   const chat = messages.filter(isObject).map((m) => ({
