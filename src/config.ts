@@ -27,6 +27,8 @@ export interface Config {
   dataDir: string
   /** Inline keys from SERVICE_KEYS: raw key → plan. */
   serviceKeys: Map<string, Plan>
+  /** Opens /api/v1/admin/* (`Authorization: Bearer …`); none = those routes answer 404. Never a service key. */
+  adminKey: string | undefined
   /** Requests per minute per plan; `unlimited` is always Infinity. */
   rateLimits: Record<Plan, number>
   /** Max distinct keys whose buckets are kept in memory (least recently used evicted). */
@@ -152,6 +154,7 @@ export const DEFAULTS = {
   UPSTREAM_BASE_URL: 'https://openrouter.ai/api/v1',
   DATA_DIR: './data',
   SERVICE_KEYS: '',
+  ADMIN_KEY: '',
   RATE_LIMITS: 'free:10,pro:100,premium:500,enterprise:1000',
   RATE_LIMIT_MAX_KEYS: '10000',
   LOG_LEVEL: 'info',
@@ -271,6 +274,10 @@ export function loadConfig(env: Env): Config {
 
   const rateLimits = parseRateLimits(get('RATE_LIMITS'))
   const serviceKeys = parseServiceKeys(get('SERVICE_KEYS'))
+  const adminKey = optional('ADMIN_KEY')
+  // It manages every tenant's keys: long enough not to be guessed, and never one a tenant also holds.
+  if (adminKey !== undefined && adminKey.length < 16) throw new ConfigError('ADMIN_KEY', 'must be at least 16 characters long')
+  if (adminKey !== undefined && serviceKeys.has(adminKey)) throw new ConfigError('ADMIN_KEY', 'must not be one of the SERVICE_KEYS')
 
   const embeddings = get('EMBEDDINGS')
   if (embeddings !== 'local' && embeddings !== 'openai-compatible')
@@ -328,6 +335,7 @@ export function loadConfig(env: Env): Config {
     upstreamBaseUrl: url('UPSTREAM_BASE_URL'),
     dataDir: get('DATA_DIR'),
     serviceKeys,
+    adminKey,
     rateLimits,
     rateLimitMaxKeys: int('RATE_LIMIT_MAX_KEYS', 1),
     logLevel: parseLogLevel(get('LOG_LEVEL')),

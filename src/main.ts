@@ -34,6 +34,7 @@ import { TraceRecorder } from './traces/trace-recorder.js'
 import { requestRoutes } from './routes/requests.js'
 import { consoleRoutes } from './routes/console.js'
 import { usageHandler } from './routes/usage.js'
+import { adminKeyRoutes } from './routes/admin-keys.js'
 import { openApiHandler } from './routes/openapi-document.js'
 import { UsageRecorder } from './usage/usage-recorder.js'
 import type { KeyStore } from './storage/interface.js'
@@ -67,8 +68,8 @@ export interface Gateway {
   readonly store: Store
   readonly keys: KeyStore
   readonly counter: TokenCounter
-  /** Every route the server registered (method, template, whether it needs a key): the OpenAPI test reads it. */
-  readonly routes: readonly { readonly method: string; readonly path: string; readonly auth: boolean }[]
+  /** Every route the server registered (method, template, whether it needs a service key or the admin key): the OpenAPI test reads it. */
+  readonly routes: readonly { readonly method: string; readonly path: string; readonly auth: boolean; readonly admin: boolean }[]
   /** Graceful stop: refuse new requests, let in-flight ones finish within the grace period, flush, close. */
   close(): Promise<void>
 }
@@ -272,6 +273,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     ragTopK: config.ragTopK,
     checkRoom: () => capacity.check(),
   })
+  const admin = adminKeyRoutes(keys, { adminKey: config.adminKey, maxBodyBytes: config.maxBodyBytes })
   const routes: RouteDef[] = [
     { method: 'GET', path: '/healthz', auth: false, handler: healthHandler() },
     { method: 'GET', path: '/readyz', auth: false, handler: readinessHandler(readiness, READINESS_TIMEOUT) },
@@ -353,6 +355,12 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     { method: 'POST', path: '/api/v1/files/search', auth: true, handler: f.search },
     { method: 'GET', path: '/api/v1/files/:id', auth: true, handler: f.get },
     { method: 'DELETE', path: '/api/v1/files/:id', auth: true, handler: f.del },
+    { method: 'GET', path: '/api/v1/admin/keys', auth: false, admin: true, handler: admin.list },
+    { method: 'POST', path: '/api/v1/admin/keys', auth: false, admin: true, handler: admin.create },
+    { method: 'GET', path: '/api/v1/admin/keys/:id', auth: false, admin: true, handler: admin.get },
+    { method: 'POST', path: '/api/v1/admin/keys/:id', auth: false, admin: true, handler: admin.update },
+    { method: 'DELETE', path: '/api/v1/admin/keys/:id', auth: false, admin: true, handler: admin.revoke },
+    { method: 'POST', path: '/api/v1/admin/keys/:id/rotate', auth: false, admin: true, handler: admin.rotate },
   ]
 
   const http = createHttpServer({
@@ -480,7 +488,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     return closing
   }
 
-  const table = routes.map((r) => Object.freeze({ method: r.method, path: r.path, auth: r.auth }))
+  const table = routes.map((r) => Object.freeze({ method: r.method, path: r.path, auth: r.auth, admin: r.admin === true }))
   return { url, port, config, logger, metrics, store, keys, counter, routes: table, close }
 }
 

@@ -3,10 +3,10 @@
  * it lands (add it to `engines`). Each case asserts what a caller of the interface relies on, nothing engine-specific.
  */
 import t, { type Test } from 'tap'
-import { hashKey } from '../src/auth/service-keys.js'
+import { hashKey, tenantIdFor } from '../src/auth/service-keys.js'
 import { TokenCounter } from '../src/context/tokenizer.js'
 import { GatewayError } from '../src/errors.js'
-import type { StoredItem, StoredResponse } from '../src/storage/interface.js'
+import type { KeyLookupResult, StoredItem, StoredResponse } from '../src/storage/interface.js'
 import { openStores, type Stores } from '../src/storage/open-stores.js'
 import { openStore } from '../src/storage/store.js'
 import { freshDatabase, POSTGRES_SKIP_REASON, testDatabaseUrl, withoutService } from './helpers/services.js'
@@ -79,6 +79,20 @@ const postgres = engine(
 )
 
 const engines: Engine[] = [lmdb, postgres]
+
+/** What an instance answers for a presented key: from its cache, or from its engine on a miss (as the authenticator asks). */
+async function lookup(s: Stores, hash: string): Promise<KeyLookupResult> {
+  return s.keys.lookup(hash) ?? (await s.keys.lookupMiss?.(hash))
+}
+
+/**
+ * An engine whose key lookups answer from a per-process cache refreshes it on a timer (PostgreSQL: every 5 s); here
+ * that tick is run at once instead of waited for. LMDB reads the store on every lookup and has nothing to refresh.
+ */
+async function refreshed(s: Stores): Promise<void> {
+  const keys = s.keys as Partial<{ reload(): Promise<void> }>
+  await keys.reload?.()
+}
 
 const item = (id: string, text: string): StoredItem => ({
   type: 'message',
@@ -255,22 +269,59 @@ for (const engine of engines) {
     t.equal(await s.conversations.get('tenant-a', 'a\u0000b'), undefined, 'an odd conversation id is not found')
   })
 
-  t.test(`${engine.name}: keys: created keys authenticate (also through another instance), revoked ones do not`, async (t) => {
+  t.test(`${engine.name}: keys: created keys authenticate (also through another instance), revoked ones say so`, async (t) => {
     const s = await engine.open(t)
     const { key, record } = await s.keys.create('premium', 'conformance')
     const hash = hashKey(key)
-    t.equal(s.keys.lookup(hash)?.plan, 'premium')
+    t.same(s.keys.lookup(hash), { id: record.tenant, plan: 'premium' })
+    t.not(record.tenant, tenantIdFor(hash), 'a new key gets a tenant of its own, not one derived from the key')
     t.equal(await s.keys.countActive(), 1)
-    t.same((await s.keys.list()).map((r) => [r.id, r.plan, r.label]), [[record.id, 'premium', 'conformance']])
+    t.same((await s.keys.list()).map((r) => [r.id, r.tenant, r.plan, r.label]), [[record.id, record.tenant, 'premium', 'conformance']])
+    t.equal((await s.keys.get(record.id))?.tenant, record.tenant)
+    t.equal(await s.keys.get('key_nope'), undefined)
     const other = await s.another()
-    const seen = other.keys.lookup(hash) ?? (await other.keys.lookupMiss?.(hash))
-    t.equal(seen?.id, s.keys.lookup(hash)?.id, 'the other instance finds the same tenant')
-    t.equal(other.keys.lookup(hashKey('rg_not-a-key')) ?? (await other.keys.lookupMiss?.(hashKey('rg_not-a-key'))), undefined)
+    t.same(await lookup(other, hash), { id: record.tenant, plan: 'premium' }, 'the other instance finds the same tenant')
+    t.equal(await lookup(other, hashKey('rg_not-a-key')), undefined)
     t.equal(await s.keys.revoke(record.id), true)
-    t.equal(s.keys.lookup(hash), undefined, 'revoked: refused at once by the instance that revoked it')
+    t.equal(s.keys.lookup(hash), 'revoked', 'revoked: refused at once by the instance that revoked it, as revoked')
+    t.equal(await lookup(await s.another(), hash), 'revoked', 'and by any instance')
     t.equal(await s.keys.revoke(record.id), false, 'a second revoke finds no active key')
     t.equal(await s.keys.countActive(), 0)
     t.ok((await s.keys.list())[0]?.revokedAt, 'the record stays, marked revoked')
+  })
+
+  t.test(`${engine.name}: keys: rotate gives the same tenant a new secret and revokes the old one at once`, async (t) => {
+    const s = await engine.open(t)
+    const first = await s.keys.create('pro', 'billing app')
+    const other = await s.another()
+    t.same(await lookup(other, hashKey(first.key)), { id: first.record.tenant, plan: 'pro' }, 'another instance has it cached')
+    const rotated = await s.keys.rotate(first.record.id)
+    if (rotated === undefined) throw new Error('rotate found no key')
+    t.not(rotated.key, first.key)
+    t.not(rotated.record.id, first.record.id, 'a new key id')
+    t.match(rotated.record, { tenant: first.record.tenant, plan: 'pro', label: 'billing app' }, 'same tenant, plan and label')
+    t.same(s.keys.lookup(hashKey(rotated.key)), { id: first.record.tenant, plan: 'pro' })
+    t.equal(s.keys.lookup(hashKey(first.key)), 'revoked')
+    await refreshed(other)
+    t.same(await lookup(other, hashKey(rotated.key)), { id: first.record.tenant, plan: 'pro' }, 'the new key works on the other instance')
+    t.equal(await lookup(other, hashKey(first.key)), 'revoked', 'the old one is refused there after its cache refresh')
+    t.equal(await s.keys.rotate(first.record.id), undefined, 'a revoked key cannot be rotated again')
+    t.equal(await s.keys.rotate('key_nope'), undefined)
+    t.equal(await s.keys.countActive(), 1)
+  })
+
+  t.test(`${engine.name}: keys: set-plan moves a key to another plan, same tenant, seen by every instance`, async (t) => {
+    const s = await engine.open(t)
+    const { key, record } = await s.keys.create('free')
+    const other = await s.another()
+    t.same(await lookup(other, hashKey(key)), { id: record.tenant, plan: 'free' })
+    const moved = await s.keys.setPlan(record.id, 'enterprise')
+    t.match(moved, { id: record.id, tenant: record.tenant, plan: 'enterprise' })
+    t.same(s.keys.lookup(hashKey(key)), { id: record.tenant, plan: 'enterprise' }, 'at once where it was changed')
+    await refreshed(other)
+    t.same(await lookup(other, hashKey(key)), { id: record.tenant, plan: 'enterprise' }, 'after the cache refresh elsewhere')
+    t.equal(await s.keys.setPlan('key_nope', 'pro'), undefined)
+    t.equal((await (await s.reopen()).keys.get(record.id))?.plan, 'enterprise', 'durable')
   })
 
   t.test(`${engine.name}: usage: adds sum per tenant, day and model, survive a reopen, and list by date range`, async (t) => {
