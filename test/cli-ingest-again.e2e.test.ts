@@ -111,3 +111,15 @@ t.test('a folder, then one of its files on its own (any spelling): the same file
   const after = await files()
   t.same(after.map((f) => f.metadata.path).sort(), ['handbook/refunds.txt', 'handbook/shipping.txt'], 'still one copy each')
 })
+
+t.test('a refused key stops the run at the listing, before any upload (a revoked one says so)', async (t) => {
+  const h = await startHarness(t)
+  const root = mkdtempSync(join(tmpdir(), 'recallgate-ingest-401-'))
+  t.teardown(() => rmSync(root, { recursive: true, force: true }))
+  for (const name of ['a.txt', 'b.txt', 'c.txt']) writeFileSync(join(root, name), `file ${name}`)
+  const io = capturedIo()
+  t.equal(await run([root, '--root', root, '--url', h.gw.url, '--key', 'rg_not-a-key-at-all'], io), 1)
+  t.match(io.out(), /Stopped early: 401 invalid_service_key: Invalid service key; 3 files not attempted\./)
+  t.match(io.out(), /^Uploaded 0 files/m)
+  t.equal(h.logs().split('\n').filter((l) => l.includes('"route":"/api/v1/files"') && l.includes('"method":"POST"')).length, 0, 'no upload was sent')
+})
