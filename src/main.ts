@@ -10,6 +10,7 @@ import { SharedRateLimiter } from './auth/shared-rate-limiter.js'
 import { chatHandler } from './chat/handler.js'
 import { Planner } from './chat/planner.js'
 import { isClusterWorker, superviseWorkers } from './cluster.js'
+import { clusterRender, joinClusterMetrics, serveClusterMetrics } from './cluster-metrics.js'
 import { ConfigError, envWithDotenv, loadConfig, type Config } from './config.js'
 import { TokenCounter } from './context/tokenizer.js'
 import { createHttpServer, type RouteDef } from './http/server.js'
@@ -277,7 +278,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   const routes: RouteDef[] = [
     { method: 'GET', path: '/healthz', auth: false, handler: healthHandler() },
     { method: 'GET', path: '/readyz', auth: false, handler: readinessHandler(readiness, READINESS_TIMEOUT) },
-    { method: 'GET', path: '/metrics', auth: false, handler: metricsHandler(metrics) },
+    { method: 'GET', path: '/metrics', auth: false, handler: metricsHandler(isClusterWorker() ? { render: clusterRender(metrics.registry) } : metrics) },
     { method: 'GET', path: '/openapi.json', auth: false, handler: openApiHandler() },
     { method: 'GET', path: '/console', auth: false, handler: ui.page },
     { method: 'GET', path: '/console/app.js', auth: false, handler: ui.script },
@@ -568,6 +569,7 @@ export async function startFromEnv(overrides: Record<string, string> = {}): Prom
     } finally {
       await store.close()
     }
+    serveClusterMetrics()
     const code = await superviseWorkers({
       workers: config.workers,
       env: overrides,
@@ -577,6 +579,8 @@ export async function startFromEnv(overrides: Record<string, string> = {}): Prom
     logger.flush()
     process.exit(code)
   }
+  // A worker answers the primary's metric collection from its first moment, so a scrape never waits on one starting.
+  if (isClusterWorker()) joinClusterMetrics()
   const gateway = await startGateway(config)
   const stop = (signal: string): void => {
     gateway.logger.info({ signal }, 'shutting down')
