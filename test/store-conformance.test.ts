@@ -22,7 +22,7 @@ interface Engine {
   name: string
   /** Undefined when the engine can be tested here; else why not. */
   skip: string | undefined
-  open(t: Test, opts?: { maxMessagesPerSession?: number }): Promise<Opened>
+  open(t: Test, opts?: { maxMessagesPerSession?: number; now?: () => number }): Promise<Opened>
 }
 
 const counter = new TokenCounter({ margins: { '*': 0.1 } })
@@ -44,7 +44,7 @@ function engine(name: string, databaseUrl: (t: Test) => Promise<string | undefin
           databaseStatementTimeout: 10_000,
           lmdb,
           maxMessagesPerSession: opts.maxMessagesPerSession ?? 1000,
-          now,
+          now: opts.now ?? now,
           counter,
         })
         let closed = false
@@ -216,19 +216,28 @@ for (const engine of engines) {
     t.same((await again.sessions.history('tenant-a', 's')).map((m) => `${m.seq}:${m.text}`), ['5:f', '6:g', '7:h'], 'an exchange longer than the bound keeps its newest')
   })
 
-  t.test(`${engine.name}: sessions list in id order, page by page with after, per tenant`, async (t) => {
-    const s = await engine.open(t)
-    for (const id of ['b', 'a', 'é', 'c', 'B']) await s.sessions.appendExchange('tenant-a', id, [{ role: 'user', content: id }])
+  t.test(`${engine.name}: sessions list newest first, page by page with after, per tenant`, async (t) => {
+    let clock = 1_700_000_000_000
+    const s = await engine.open(t, { now: () => clock })
+    // Created in this order, one a millisecond; 'é' and 'B' in the same millisecond (ties: id descending).
+    for (const id of ['b', 'a', 'é', 'B', 'c']) {
+      await s.sessions.appendExchange('tenant-a', id, [{ role: 'user', content: id }])
+      if (id !== 'é') clock++
+    }
+    await s.sessions.appendExchange('tenant-a', 'b', [{ role: 'user', content: 'b again' }])
     await s.sessions.appendExchange('tenant-b', 'a0', [{ role: 'user', content: 'other tenant' }])
     const p1 = await s.sessions.list('tenant-a', { limit: 2 })
-    t.same(p1.data.map((i) => i.id), ['B', 'a'], 'code point order')
+    t.same(p1.data.map((i) => i.id), ['c', 'é'], 'newest created first, ties by id descending; an update does not move one')
     t.equal(p1.hasMore, true)
-    const p2 = await s.sessions.list('tenant-a', { limit: 2, after: 'a' })
-    t.same(p2.data.map((i) => i.id), ['b', 'c'])
+    const p2 = await s.sessions.list('tenant-a', { limit: 2, after: 'é' })
+    t.same(p2.data.map((i) => i.id), ['B', 'a'])
     t.equal(p2.hasMore, true)
-    const p3 = await s.sessions.list('tenant-a', { limit: 2, after: 'c' })
-    t.same(p3.data.map((i) => i.id), ['é'])
+    const p3 = await s.sessions.list('tenant-a', { limit: 2, after: 'a' })
+    t.same(p3.data.map((i) => i.id), ['b'])
     t.equal(p3.hasMore, false)
+    t.same((await s.sessions.list('tenant-a', { limit: 2, after: 'gone' })).data, [], 'an after that names no session ends the list')
+    t.equal(await s.sessions.delete('tenant-a', 'é'), true)
+    t.same((await s.sessions.list('tenant-a', { limit: 10 })).data.map((i) => i.id), ['c', 'B', 'a', 'b'], 'a deleted session leaves the list')
     t.same((await s.sessions.list('tenant-b', { limit: 10 })).data.map((i) => i.id), ['a0'])
     t.same((await s.sessions.list('tenant-c', { limit: 10 })).data, [])
   })

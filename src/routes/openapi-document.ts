@@ -326,7 +326,7 @@ export function openApiDocument(): Schema {
         delete: op({ summary: 'delete one item', security: tenantOnly, parameters: [idParam('id', 'conversation id'), idParam('item', 'item id')], responses: { '200': json(ref('Conversation'), 'the conversation'), ...errors(401, 404) } }),
       },
       '/api/v1/sessions': {
-        get: op({ summary: 'your sessions, a page at a time', security: tenantOnly, parameters: [queryParam('limit', { type: 'integer', minimum: 1, maximum: 100 }, 'page size'), queryParam('after', { type: 'string' }, 'the previous page\'s last id')], responses: { '200': json(ref('SessionList'), 'sessions'), ...errors(400, 401) } }),
+        get: op({ summary: 'your sessions, newest first (by creation time), a page at a time', security: tenantOnly, parameters: [queryParam('limit', { type: 'integer', minimum: 1, maximum: 100 }, 'page size'), queryParam('after', { type: 'string' }, 'the previous page\'s last id')], responses: { '200': json(ref('SessionList'), 'sessions'), ...errors(400, 401) } }),
       },
       '/api/v1/sessions/{id}': {
         get: op({ summary: 'a session and its messages', security: tenantOnly, parameters: [idParam('id', 'session id')], responses: { '200': json(ref('Session'), 'the session'), ...errors(401, 404) } }),

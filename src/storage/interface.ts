@@ -29,7 +29,10 @@ export interface SessionStore {
   /** The newest `limit` messages (default all), oldest first. */
   history(tenant: string, sessionId: string, limit?: number): Awaitable<StoredMessage[]>
   get(tenant: string, sessionId: string): Awaitable<SessionInfo | undefined>
-  /** A page of the tenant's sessions; `after` is the previous page's last id. */
+  /**
+   * A page of the tenant's sessions, newest first (creation time, then id descending); `after` is the previous
+   * page's last id, and one that names no session gives an empty page.
+   */
   list(tenant: string, opts: { limit: number; after?: string }): Awaitable<{ data: SessionInfo[]; hasMore: boolean }>
   /**
    * Save one exchange in one transaction (creating the session, pruning the oldest beyond the bound); `replaceFrom`
