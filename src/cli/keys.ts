@@ -5,7 +5,7 @@
 import { PLANS, type Plan } from '../types.js'
 import { parseArgs, reportUsage, UsageError, type CommandIo } from './args.js'
 
-export const KEYS_HELP = `Usage: recallgate keys create [--plan free|pro|premium|enterprise|unlimited] [--label TEXT]
+const KEYS_HELP = `Usage: recallgate keys create [--plan free|pro|premium|enterprise|unlimited] [--label TEXT]
        recallgate keys list [--json]
        recallgate keys rotate <key-id>
        recallgate keys set-plan <key-id> <plan>
