@@ -3,6 +3,8 @@
  * (through `startFromEnv`). Everything else receives what it needs as arguments.
  */
 import { once } from 'node:events'
+import { existsSync } from 'node:fs'
+import { resolve } from 'node:path'
 import type { AddressInfo } from 'node:net'
 import { Authenticator } from './auth/authenticator.js'
 import { RateLimiter, type Limiter } from './auth/rate-limiter.js'
@@ -89,6 +91,8 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   const logger = createLogger({ level: config.logLevel, ...(opts.logDestination ? { destination: opts.logDestination } : {}) })
   const metrics = createMetrics()
 
+  // openStore creates a missing DATA_DIR: said once, since a wrong working directory otherwise passes unnoticed.
+  if (!existsSync(config.dataDir)) logger.warn({ dataDir: resolve(config.dataDir) }, 'DATA_DIR did not exist: created it empty')
   const store = openStore({
     dir: config.dataDir,
     mapSize: config.lmdbMapSize,

@@ -129,6 +129,8 @@ if (baseUrl === undefined) {
     const url = await freshDatabase(t, baseUrl)
     const io = capturedIo({ DATABASE_URL: url, DATA_DIR: tmp() })
     t.equal(await main(['migrate', '--from-lmdb', dataDir], io), 0, io.err())
+    t.match(io.err(), /using the PostgreSQL database postgres:\/\/[^ ]*rg_test_[^ ]* \(DATABASE_URL\)/, 'it says which database')
+    t.match(io.err(), `copying from the LMDB DATA_DIR ${dataDir}`, 'and which DATA_DIR')
     t.match(io.out(), /copied from .*: 2 keys, 2 sessions, 5 messages, 1 responses, 1 conversations, 1 usage rows/)
 
     const pg = await open(tmp(), url)
