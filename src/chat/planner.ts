@@ -3,6 +3,7 @@
  * packed into the model's window with exact token counts, plus `_metadata`. Also saves completed exchanges.
  * Each step is a small function of its inputs; this module only wires them.
  */
+import type { Quotas } from '../quotas/quotas.js'
 import type { ChatMessage, PromptTrace, Tenant, Tokens } from '../types.js'
 import { invalidParam } from '../errors.js'
 import { checkPairing, hasToolCalls } from '../messages/pairing.js'
@@ -44,6 +45,8 @@ export interface PlannerOptions {
   relevanceGate?: RelevanceGate
   /** Long-term recall; absent when RECALL=off. */
   recall?: { service: SessionRecall; recentShare: number }
+  /** The tenant's plan's quotas (quotas/): a new session is checked before the upstream call, saves are bounded. */
+  quotas?: Pick<Quotas, 'checkNewSession' | 'sessionBounds'>
 }
 
 /**
@@ -101,6 +104,10 @@ export class Planner implements ChatPlanner {
         : req.sessionId === undefined
           ? []
           : await o.sessions.history(tenant.id, req.sessionId, readLimit)
+    // A session that reads back empty may be new: refused now if the plan has no session left, not after the upstream
+    // was paid for a reply that could not be saved. A running session never pays for this (quotas.ts says the cost).
+    if (stored.length === 0 && req.history === undefined && req.sessionId !== undefined && req.saveToMemory)
+      await o.quotas?.checkNewSession(tenant, req.sessionId)
     const aligned = alignResent(stored, other)
     let history = stored.slice(0, aligned.history)
     const fresh = other.slice(aligned.recognized)
@@ -276,7 +283,10 @@ export class Planner implements ChatPlanner {
     const fresh = saving?.fresh ?? req.messages
     const toSave = fresh.filter((m) => m.role !== 'system' && m.role !== 'developer')
     toSave.push(reply)
-    await this.#o.sessions.appendExchange(tenant.id, req.sessionId, toSave, { replaceFrom: saving?.replaceFrom })
+    await this.#o.sessions.appendExchange(tenant.id, req.sessionId, toSave, {
+      replaceFrom: saving?.replaceFrom,
+      ...(this.#o.quotas ? { bounds: this.#o.quotas.sessionBounds(tenant.plan) } : {}),
+    })
   }
 
   observeUsage(model: string, counted: Tokens, usage: Usage | undefined): void {
