@@ -33,7 +33,7 @@ function scrape(url: string): Promise<{ status: number; text: string }> {
 t.test('serve --workers 2: /metrics sums both workers, whichever answers', { skip: skipWithout('redis') }, async (t) => {
   const mock = await startMockUpstream({})
   t.teardown(() => mock.close())
-  const gw = await startWorkers(t, { UPSTREAM_BASE_URL: mock.url, REDIS_URL: await sharedRedisUrl(t), SERVICE_KEYS: 'sk-workers-metrics:unlimited' })
+  const gw = await startWorkers(t, { UPSTREAM_BASE_URL: mock.url, REDIS_URL: await sharedRedisUrl(t) })
 
   const n = 24
   for (let i = 0; i < n; i++) t.equal(await fresh(gw.url, '/healthz'), 200)
