@@ -83,7 +83,8 @@ export async function superviseWorkers(o: SupervisorOptions): Promise<number> {
   process.once('SIGINT', () => stop('SIGINT'))
 
   for (let i = 0; i < o.workers; i++) fork()
-  o.log('info', 'recallgate primary started', { workers: o.workers, pid: process.pid })
+  // No `pid` field: the logger already puts the process's pid on every line (one `pid`, the primary's).
+  o.log('info', 'recallgate primary started', { workers: o.workers })
   return done
 }
 

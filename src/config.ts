@@ -28,6 +28,8 @@ export interface Config {
   dataDir: string
   /** Inline keys from SERVICE_KEYS: raw key → plan. */
   serviceKeys: Map<string, Plan>
+  /** Opens /api/v1/admin/* (`Authorization: Bearer …`); none = those routes answer 404. Never a service key. */
+  adminKey: string | undefined
   /** Requests per minute per plan; `unlimited` is always Infinity. */
   rateLimits: Record<Plan, number>
   /** Max distinct keys whose buckets are kept in memory (least recently used evicted). */
@@ -163,6 +165,7 @@ export const DEFAULTS = {
   UPSTREAM_BASE_URL: 'https://openrouter.ai/api/v1',
   DATA_DIR: './data',
   SERVICE_KEYS: '',
+  ADMIN_KEY: '',
   RATE_LIMITS: 'free:10,pro:100,premium:500,enterprise:1000',
   RATE_LIMIT_MAX_KEYS: '10000',
   QUOTA_STORED_BYTES: `free:${10 * 1024 ** 2},pro:${100 * 1024 ** 2},premium:${1024 ** 3},enterprise:${10 * 1024 ** 3}`,
@@ -290,6 +293,10 @@ export function loadConfig(env: Env): Config {
 
   const rateLimits = parseRateLimits(get('RATE_LIMITS'))
   const serviceKeys = parseServiceKeys(get('SERVICE_KEYS'))
+  const adminKey = optional('ADMIN_KEY')
+  // It manages every tenant's keys: as strong as a generated key, and never one a tenant also holds.
+  if (adminKey !== undefined && secretBits(adminKey) < GENERATED_KEY_BITS) throw new ConfigError('ADMIN_KEY', weakSecret('the admin key'))
+  if (adminKey !== undefined && serviceKeys.has(adminKey)) throw new ConfigError('ADMIN_KEY', 'must not be one of the SERVICE_KEYS')
   const quotas = parseQuotas((name) => get(name))
   const metricsToken = optional('METRICS_TOKEN')
   if (metricsToken !== undefined && secretBits(metricsToken) < GENERATED_KEY_BITS)
@@ -351,6 +358,7 @@ export function loadConfig(env: Env): Config {
     upstreamBaseUrl: url('UPSTREAM_BASE_URL'),
     dataDir: get('DATA_DIR'),
     serviceKeys,
+    adminKey,
     rateLimits,
     rateLimitMaxKeys: int('RATE_LIMIT_MAX_KEYS', 1),
     quotas,

@@ -82,6 +82,16 @@ export const ERROR_CODES = {
     message: 'Missing service key: send it in the `serviceKey` header',
   },
   invalid_service_key: { status: 401, type: 'authentication_error', message: 'Invalid service key' },
+  key_revoked: {
+    status: 401,
+    type: 'authentication_error',
+    message: 'This service key was revoked: ask the operator for its replacement',
+  },
+  invalid_admin_key: {
+    status: 401,
+    type: 'authentication_error',
+    message: 'Missing or invalid admin key: send `Authorization: Bearer <ADMIN_KEY>`',
+  },
   missing_provider_key: {
     status: 401,
     type: 'authentication_error',

@@ -3,6 +3,8 @@
  * (through `startFromEnv`). Everything else receives what it needs as arguments.
  */
 import { once } from 'node:events'
+import { existsSync } from 'node:fs'
+import { resolve } from 'node:path'
 import type { AddressInfo } from 'node:net'
 import { AuthFailureLimiter } from './auth/auth-failure-limiter.js'
 import { Authenticator } from './auth/authenticator.js'
@@ -11,6 +13,7 @@ import { SharedRateLimiter } from './auth/shared-rate-limiter.js'
 import { chatHandler } from './chat/handler.js'
 import { Planner } from './chat/planner.js'
 import { isClusterWorker, superviseWorkers } from './cluster.js'
+import { clusterRender, joinClusterMetrics, serveClusterMetrics } from './cluster-metrics.js'
 import { ConfigError, envWithDotenv, loadConfig, type Config } from './config.js'
 import { TokenCounter } from './context/tokenizer.js'
 import { createHttpServer, type RouteDef } from './http/server.js'
@@ -38,6 +41,7 @@ import { requestTrace } from './traces/trace-record.js'
 import { requestRoutes } from './routes/requests.js'
 import { consoleRoutes } from './routes/console.js'
 import { usageHandler } from './routes/usage.js'
+import { adminKeyRoutes } from './routes/admin-keys.js'
 import { openApiHandler } from './routes/openapi-document.js'
 import { UsageRecorder } from './usage/usage-recorder.js'
 import type { KeyStore } from './storage/interface.js'
@@ -71,8 +75,8 @@ export interface Gateway {
   readonly store: Store
   readonly keys: KeyStore
   readonly counter: TokenCounter
-  /** Every route the server registered (method, template, whether it needs a key): the OpenAPI test reads it. */
-  readonly routes: readonly { readonly method: string; readonly path: string; readonly auth: boolean }[]
+  /** Every route the server registered (method, template, whether it needs a service key or the admin key): the OpenAPI test reads it. */
+  readonly routes: readonly { readonly method: string; readonly path: string; readonly auth: boolean; readonly admin: boolean }[]
   /** Graceful stop: refuse new requests, let in-flight ones finish within the grace period, flush, close. */
   close(): Promise<void>
 }
@@ -93,6 +97,8 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   const logger = createLogger({ level: config.logLevel, ...(opts.logDestination ? { destination: opts.logDestination } : {}) })
   const metrics = createMetrics()
 
+  // openStore creates a missing DATA_DIR: said once, since a wrong working directory otherwise passes unnoticed.
+  if (!existsSync(config.dataDir)) logger.warn({ dataDir: resolve(config.dataDir) }, 'DATA_DIR did not exist: created it empty')
   const store = openStore({
     dir: config.dataDir,
     mapSize: config.lmdbMapSize,
@@ -287,10 +293,16 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     checkRoom: () => capacity.check(),
     quotas,
   })
+  const admin = adminKeyRoutes(keys, { adminKey: config.adminKey, maxBodyBytes: config.maxBodyBytes })
   const routes: RouteDef[] = [
     { method: 'GET', path: '/healthz', auth: false, handler: healthHandler() },
     { method: 'GET', path: '/readyz', auth: false, handler: readinessHandler(readiness, READINESS_TIMEOUT) },
-    { method: 'GET', path: '/metrics', auth: false, handler: metricsHandler(metrics, config.metricsToken) },
+    {
+      method: 'GET',
+      path: '/metrics',
+      auth: false,
+      handler: metricsHandler(isClusterWorker() ? { render: clusterRender(metrics.registry) } : metrics, config.metricsToken),
+    },
     { method: 'GET', path: '/openapi.json', auth: false, handler: openApiHandler() },
     { method: 'GET', path: '/console', auth: false, handler: ui.page },
     { method: 'GET', path: '/console/app.js', auth: false, handler: ui.script },
@@ -369,6 +381,12 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     { method: 'POST', path: '/api/v1/files/search', auth: true, handler: f.search },
     { method: 'GET', path: '/api/v1/files/:id', auth: true, handler: f.get },
     { method: 'DELETE', path: '/api/v1/files/:id', auth: true, handler: f.del },
+    { method: 'GET', path: '/api/v1/admin/keys', auth: false, admin: true, handler: admin.list },
+    { method: 'POST', path: '/api/v1/admin/keys', auth: false, admin: true, handler: admin.create },
+    { method: 'GET', path: '/api/v1/admin/keys/:id', auth: false, admin: true, handler: admin.get },
+    { method: 'POST', path: '/api/v1/admin/keys/:id', auth: false, admin: true, handler: admin.update },
+    { method: 'DELETE', path: '/api/v1/admin/keys/:id', auth: false, admin: true, handler: admin.revoke },
+    { method: 'POST', path: '/api/v1/admin/keys/:id/rotate', auth: false, admin: true, handler: admin.rotate },
   ]
 
   const http = createHttpServer({
@@ -501,7 +519,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     return closing
   }
 
-  const table = routes.map((r) => Object.freeze({ method: r.method, path: r.path, auth: r.auth }))
+  const table = routes.map((r) => Object.freeze({ method: r.method, path: r.path, auth: r.auth, admin: r.admin === true }))
   return { url, port, config, logger, metrics, store, keys, counter, routes: table, close }
 }
 
@@ -581,6 +599,7 @@ export async function startFromEnv(overrides: Record<string, string> = {}): Prom
     } finally {
       await store.close()
     }
+    serveClusterMetrics()
     const code = await superviseWorkers({
       workers: config.workers,
       env: overrides,
@@ -590,6 +609,8 @@ export async function startFromEnv(overrides: Record<string, string> = {}): Prom
     logger.flush()
     process.exit(code)
   }
+  // A worker answers the primary's metric collection from its first moment, so a scrape never waits on one starting.
+  if (isClusterWorker()) joinClusterMetrics()
   const gateway = await startGateway(config)
   const stop = (signal: string): void => {
     gateway.logger.info({ signal }, 'shutting down')

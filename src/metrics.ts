@@ -311,6 +311,8 @@ export function createMetrics(o: MetricsOptions = {}): Metrics {
     help: 'Records held: memory sessions and messages, knowledge-base files and chunks, across all tenants.',
     labelNames: ['kind'] as const,
     registers,
+    // Under --workers every worker reads the one DATA_DIR: the cluster's figure is theirs, not their sum.
+    aggregator: 'max',
     collect() {
       this.reset()
       if (sizes === undefined) return
@@ -328,6 +330,7 @@ export function createMetrics(o: MetricsOptions = {}): Metrics {
   })
   new Gauge({
     name: 'recallgate_lmdb_bytes',
+    aggregator: 'max',
     help: 'LMDB space in bytes: kind="used" (pages the databases hold), "file" (the data file on disk), "map_size" (LMDB_MAP_SIZE). used / map_size is how full the store is.',
     labelNames: ['kind'] as const,
     registers,
@@ -350,6 +353,8 @@ export function createMetrics(o: MetricsOptions = {}): Metrics {
     help: 'Learned ratio of upstream-reported prompt tokens to the local count, by model (1 = exact).',
     labelNames: ['model'] as const,
     registers,
+    // Each worker learns its own ratio: a cluster's is their mean.
+    aggregator: 'average',
     collect() {
       this.reset()
       if (corrections === undefined) return

@@ -69,11 +69,14 @@ export interface PlanQuotas {
   readonly messagesPerSession: number
 }
 
-/** A caller as identified by its service key. `id` is derived from the key's hash and scopes all of its data. */
+/** A caller as identified by its service key. `id` is the key's tenant (storage/interface.ts KeyRecord) and scopes all of its data. */
 export interface Tenant {
   id: string
   plan: Plan
 }
+
+/** What a key store knows of a presented key: its tenant, that it was revoked (a 401 that says so), or nothing. */
+export type KeyLookupResult = Tenant | 'revoked' | undefined
 
 /**
  * One saved message of a session (or of a stored response's turn), as the store's reads return it: frozen, shared.

@@ -186,3 +186,16 @@ t.test('packing: a small window keeps the newest history, whole pairs, and says 
   t.type(e, OpenAI.BadRequestError)
   t.match((e as InstanceType<typeof OpenAI.BadRequestError>).error, { code: 'context_length_exceeded' })
 })
+
+t.test('GET /sessions lists the newest session first, and a later message does not move one', async (t) => {
+  // A wall clock that moves on every reading: each session is created later than the one before.
+  let wall = 1_700_000_000_000
+  const h = await startHarness(t, { gateway: { now: () => (wall += 1000) } })
+  for (const id of ['monday', 'tuesday', 'wednesday']) await ask(h, id, `hello ${id}`)
+  await ask(h, 'monday', 'back to monday')
+  const body = (await (await h.fetch('/api/v1/sessions')).json()) as { data: Array<{ id: string; created_at: number }>; first_id: string }
+  t.same(body.data.map((s) => s.id), ['wednesday', 'tuesday', 'monday'])
+  t.equal(body.first_id, 'wednesday')
+  const page2 = (await (await h.fetch('/api/v1/sessions?limit=1&after=tuesday')).json()) as { data: Array<{ id: string }> }
+  t.same(page2.data.map((s) => s.id), ['monday'], 'after pages on in the same order')
+})

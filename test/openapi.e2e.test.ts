@@ -23,7 +23,7 @@ t.test('the document names exactly the routes the gateway serves, with the key e
   const doc = JSON.parse(raw) as Doc
   t.equal(doc.openapi, '3.1.0')
 
-  const served = new Map(h.gw.routes.map((r) => [`${r.method} ${r.path}`, r.auth]))
+  const served = new Map(h.gw.routes.map((r) => [`${r.method} ${r.path}`, r]))
   const documented = new Map<string, unknown[]>()
   for (const [path, ops] of Object.entries(doc.paths)) {
     for (const [method, o] of Object.entries(ops)) {
@@ -33,10 +33,11 @@ t.test('the document names exactly the routes the gateway serves, with the key e
   }
   t.same([...served.keys()].filter((k) => !documented.has(k)), [], 'every registered route is documented')
   t.same([...documented.keys()].filter((k) => !served.has(k)), [], 'the document names no route the gateway lacks')
-  for (const [route, auth] of served) {
+  for (const [route, { auth, admin }] of served) {
     const security = documented.get(route) ?? []
-    t.equal(security.length > 0, auth, `${route}: ${auth ? 'needs a service key' : 'open'}`)
+    t.equal(security.length > 0, auth || admin, `${route}: ${auth ? 'needs a service key' : admin ? 'needs the admin key' : 'open'}`)
     if (auth) t.ok(security.every((s) => Object.keys(s as object).includes('serviceKey')), `${route} names the serviceKey scheme`)
+    if (admin) t.same(security, [{ adminKey: [] }], `${route} names the adminKey scheme and no service key`)
   }
   t.match(doc.components.securitySchemes.serviceKey, { type: 'apiKey', in: 'header', name: 'serviceKey' })
 

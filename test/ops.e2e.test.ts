@@ -26,7 +26,9 @@ t.test('keys create/list/revoke against the DATA_DIR of a running gateway', asyn
   t.equal(await main(['keys', 'create', '--plan', 'free', '--label', 'ci'], io), 0)
   const key = out.text().trim()
   t.match(key, /^rg_[\w-]{20,}$/)
-  t.match(err.text(), /created key_[0-9a-f]{12} \(plan free\)/)
+  t.match(err.text(), /created key_[0-9a-f]{12} \(plan free, tenant t_[0-9a-f]{24}\)/)
+  t.match(err.text(), new RegExp(`using DATA_DIR ${h.dataDir}`), 'it says which DATA_DIR it used')
+  t.notMatch(err.text(), /warning/, 'an existing DATA_DIR is not created again')
 
   const ok = await h.fetch('/api/v1/models', { key })
   t.equal(ok.status, 200, 'a key created by the CLI works at once')

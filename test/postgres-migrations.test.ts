@@ -6,13 +6,14 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
-import { hashKey } from '../src/auth/service-keys.js'
+import { hashKey, tenantIdFor } from '../src/auth/service-keys.js'
 import { main } from '../src/cli/main.js'
 import { TokenCounter } from '../src/context/tokenizer.js'
 import { openStores } from '../src/storage/open-stores.js'
 import { openStore } from '../src/storage/store.js'
 import { MIGRATIONS, SCHEMA_VERSION, migrate } from '../src/storage/postgres/migrations.js'
 import { Pg } from '../src/storage/postgres/pool.js'
+import { PgKeyStore } from '../src/storage/postgres/key-store.js'
 import { capturedIo } from './helpers/captured-io.js'
 import { freshDatabase, POSTGRES_SKIP_REASON, testDatabaseUrl, withoutService } from './helpers/services.js'
 
@@ -48,16 +49,24 @@ if (baseUrl === undefined) {
 
   t.test('from the previous version: the newest step applies over existing rows, which are kept', async (t) => {
     const pg = await open(t, await freshDatabase(t, baseUrl))
-    const previous = SCHEMA_VERSION - 1
+    // The step before the newest (versions need not be consecutive: branches take numbers ahead of their merge).
+    const previous = MIGRATIONS.at(-2)?.version ?? 0
     t.same((await migrate(pg.pool, { target: previous })).version, previous)
     await pg.query('seed', `INSERT INTO response_items (tenant, item_id, response_id) VALUES ('t', 'msg_1', 'resp_1')`)
     await pg.query('seed', `INSERT INTO sessions VALUES ('t', 's', 1, 1, 0, 0)`)
+    // A key as every version before 5 stored it: its tenant was derived from its hash, and must stay so.
+    const oldKey = 'rg_a-key-from-before-tenant-ids'
+    await pg.query('seed', 'INSERT INTO keys (hash, id, plan, created_at) VALUES ($1, $2, $3, $4)', [hashKey(oldKey), 'key_old', 'pro', 1])
     const up = await migrate(pg.pool)
     t.same(up.applied, [SCHEMA_VERSION])
     t.same(await versions(pg), MIGRATIONS.map((m) => m.version))
     t.same(await pg.query('q', 'SELECT response_id FROM response_items'), [{ response_id: 'resp_1' }], 'rows kept')
     const idx = await pg.query('q', `SELECT indexname FROM pg_indexes WHERE indexname = 'response_items_by_response'`)
     t.equal(idx.length, 1, "version 2's index exists")
+    t.same(await pg.query('q', 'SELECT tenant FROM keys'), [{ tenant: tenantIdFor(hashKey(oldKey)) }], 'an existing key keeps its derived tenant')
+    const keys = new PgKeyStore(pg, { now: () => 2 })
+    await keys.reload()
+    t.same(keys.lookup(hashKey(oldKey)), { id: tenantIdFor(hashKey(oldKey)), plan: 'pro' }, 'and authenticates as that tenant')
   })
 
   t.test('replicas migrating at once: the advisory lock lets one apply, the others find it done', async (t) => {
@@ -102,6 +111,7 @@ if (baseUrl === undefined) {
     const dataDir = tmp()
     const embedded = await open(dataDir)
     const { key } = await embedded.keys.create('enterprise', 'moved')
+    const embeddedTenant = embedded.keys.lookup(hashKey(key))
     const revoked = await embedded.keys.create('free')
     await embedded.keys.revoke(revoked.record.id)
     await embedded.sessions.appendExchange('t1', 'trip', [{ role: 'user', content: 'Lisbon in May' }, { role: 'assistant', content: 'Noted.' }])
@@ -119,14 +129,16 @@ if (baseUrl === undefined) {
     const url = await freshDatabase(t, baseUrl)
     const io = capturedIo({ DATABASE_URL: url, DATA_DIR: tmp() })
     t.equal(await main(['migrate', '--from-lmdb', dataDir], io), 0, io.err())
+    t.match(io.err(), /using the PostgreSQL database postgres:\/\/[^ ]*rg_test_[^ ]* \(DATABASE_URL\)/, 'it says which database')
+    t.match(io.err(), `copying from the LMDB DATA_DIR ${dataDir}`, 'and which DATA_DIR')
     t.match(io.out(), /copied from .*: 2 keys, 2 sessions, 5 messages, 1 responses, 1 conversations, 1 usage rows/)
 
     const pg = await open(tmp(), url)
     t.teardown(() => pg.close())
     t.same((await pg.sessions.history('t1', 'trip')).map((m) => `${m.seq}:${m.text}`), ['0:Lisbon in May', '1:Noted.', '2:Leave on the 4th', '3:Noted too.'])
     t.same((await pg.sessions.history('t2', 'trip')).map((m) => m.text), ['other tenant'], 'tenants stay apart')
-    t.equal(pg.keys.lookup(hashKey(key))?.plan, 'enterprise', 'the key authenticates, same tenant')
-    t.equal(pg.keys.lookup(hashKey(revoked.key)) ?? (await pg.keys.lookupMiss?.(hashKey(revoked.key))), undefined, 'a revoked key stays revoked')
+    t.same(pg.keys.lookup(hashKey(key)), embeddedTenant, 'the key authenticates, same tenant and plan')
+    t.equal(pg.keys.lookup(hashKey(revoked.key)) ?? (await pg.keys.lookupMiss?.(hashKey(revoked.key))), 'revoked', 'a revoked key stays revoked')
     t.equal((await pg.responses.findItem('t1', 'msg_out'))?.content, 'hello')
     t.same((await pg.conversations.get('t1', 'conv_1'))?.metadata, { topic: 'travel' })
     t.same(await pg.usage.list('t1', {}), [{ date: '2026-11-25', model: 'openai/gpt-4o', requests: 2, inputTokens: 30, outputTokens: 7, cachedTokens: 4 }], 'usage comes along')

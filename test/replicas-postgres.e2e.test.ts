@@ -1,7 +1,7 @@
 /**
  * Replicas on separate hosts, as far as one machine can show it: gateway processes with SEPARATE DATA_DIRs sharing one
  * PostgreSQL (DATABASE_URL). A session written through one is read through the other, a key created (CLI) works on
- * both at once and stops after its revoke, kill -9 of one under load loses no acknowledged exchange; and a database
+ * both at once and stops after its revoke, a plan change or a rotation reaches both within their key cache's 5 s, kill -9 of one under load loses no acknowledged exchange; and a database
  * that goes away gives clean 503s with Retry-After and `/readyz` 503, then recovery without a restart.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -135,6 +135,32 @@ if (baseUrl === undefined) {
         await until(`the revoked key refused by ${name}`, async () => (await api(gw.url, '/api/v1/sessions', { key })).status === 401)
       }
       t.pass('refused by both')
+    })
+
+    t.test('keys set-plan and rotate through the CLI reach both replicas within their key cache (5 s); the data stays', async (t) => {
+      const cli = { DATABASE_URL: databaseUrl, DATA_DIR: dirs[0] as string }
+      const created = capturedIo(cli)
+      t.equal(await main(['keys', 'create', '--plan', 'pro'], created), 0, created.err())
+      t.match(created.err(), /using the PostgreSQL database postgres:\/\/.*\(DATABASE_URL\)/, 'the CLI says which database it used')
+      const key = created.out().trim()
+      const id = /created (key_\w+)/.exec(created.err())?.[1] ?? ''
+      const write = await fetch(`${a.url}/api/v1/conversations`, { method: 'POST', headers: { serviceKey: key, 'content-type': 'application/json' }, body: JSON.stringify({ items: [{ type: 'message', role: 'user', content: 'kept' }] }) })
+      t.equal(write.status, 200)
+      const conversation = ((await write.json()) as { id: string }).id
+      for (const gw of [a, b]) t.equal((await api(gw.url, '/api/v1/sessions', { key })).headers.get('x-ratelimit-limit-requests'), '100', 'pro on both')
+
+      t.equal(await main(['keys', 'set-plan', id, 'free'], capturedIo(cli)), 0)
+      for (const [name, gw] of [['A', a], ['B', b]] as const)
+        await until(`the free plan on ${name}`, async () => (await api(gw.url, '/api/v1/sessions', { key })).headers.get('x-ratelimit-limit-requests') === '10')
+
+      const rotated = capturedIo(cli)
+      t.equal(await main(['keys', 'rotate', id], rotated), 0, rotated.err())
+      const next = rotated.out().trim()
+      for (const [name, gw] of [['A', a], ['B', b]] as const) {
+        t.equal((await api(gw.url, `/api/v1/sessions/${conversation}`, { key: next })).status, 200, `the new key opens the same data on ${name} at once`)
+        await until(`the old key refused as revoked by ${name}`, async () => (await api(gw.url, '/api/v1/sessions', { key })).body?.error?.code === 'key_revoked')
+      }
+      t.pass('both replicas refuse the old key as revoked')
     })
 
     t.test('kill -9 of one under load loses no acknowledged exchange (checked through the survivor)', async (t) => {

@@ -5,20 +5,19 @@
  * None of that needs Redis (each process limits on its own, in process); only `serve --workers`, whose plan is shared,
  * does.
  */
-import { request } from 'node:http'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import OpenAI from 'openai'
-import t, { type Test } from 'tap'
+import t from 'tap'
 import { startMockUpstream } from '../src/mock-upstream.js'
 import { spawnGateway, type ChildGateway } from './helpers/child-gateway.js'
+import { answeredBy, fresh, READY, startWorkers } from './helpers/workers.js'
 import { sharedRedisUrl, skipWithout } from './helpers/services.js'
 import { until } from './helpers/until.js'
 
 // Child gateways start in ~1 s from dist (CI), but from source under a loaded machine each can take tens of seconds.
 t.setTimeout(360_000)
-const READY = { readyTimeoutMs: 150_000 }
 
 const KEY = `sk-shared-store-${process.pid}-${Date.now()}`
 const FREE = `sk-shared-free-${process.pid}-${Date.now()}`
@@ -129,45 +128,12 @@ t.test('two processes, one DATA_DIR', async (t) => {
   })
 })
 
-/** A request on a connection of its own, so node:cluster's round-robin spreads them over the workers. */
-function fresh(url: string, path: string, key: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const req = request(`${url}${path}`, { agent: false, headers: { serviceKey: key } }, (res) => {
-      res.resume()
-      res.on('end', () => resolve(res.statusCode ?? 0))
-    })
-    req.on('error', reject)
-    req.end()
-  })
-}
-
-/** The pids of the workers that answered `route`, read from the request log (complete once the primary has exited). */
-function answeredBy(gw: ChildGateway, route: string): Set<number> {
-  return new Set(
-    gw
-      .stdout()
-      .split('\n')
-      .filter((l) => l.includes(`"route":"${route}"`))
-      .map((l) => (JSON.parse(l) as { pid: number }).pid),
-  )
-}
-
-async function workers(t: Test, env: Record<string, string>): Promise<ChildGateway> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'recallgate-workers-'))
-  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))
-  const gw = await spawnGateway({ DATA_DIR: dataDir, ...env }, { args: ['--workers', '2'], ...READY })
-  t.teardown(() => gw.stop())
-  const listening = (): number => gw.stdout().split('\n').filter((l) => l.includes('recallgate listening')).length
-  await until(() => listening() >= 2, 'both workers of serve --workers 2 to log "recallgate listening"')
-  return gw
-}
-
 // `--workers` above 1 needs REDIS_URL (the configuration refuses it without: each worker would enforce the whole plan).
 t.test('serve --workers 2: one port, limits shared, writes seen by every worker, SIGTERM drains', { skip: skipWithout('redis') }, async (t) => {
   const redisUrl = await sharedRedisUrl(t)
   const mock = await startMockUpstream({})
   t.teardown(() => mock.close())
-  const gw = await workers(t, {
+  const gw = await startWorkers(t, {
     UPSTREAM_BASE_URL: mock.url,
     SERVICE_KEYS: `${KEY}:unlimited,${FREE}:free`,
     RATE_LIMITS: 'free:5',

@@ -145,9 +145,10 @@ function tests(): void {
     t.same(repo.history('t', 'kept'), before)
     t.same(
       repo.list('t', { limit: 10 }).data.map((s) => [s.id, s.messageCount]),
+      // Created in the same (hand-held) millisecond: newest first ties by id, descending.
       [
-        ['kept', 6],
         ['other', 2],
+        ['kept', 6],
       ],
     )
     const more = await repo.appendExchange('t', 'kept', exchange(3))
@@ -178,6 +179,27 @@ function tests(): void {
     t.same(contents(repo.history('tenant-b', 'shared')), ['secret of b'], "deleting a's session leaves b's")
   })
 
+  t.test('a DATA_DIR from before the creation-time index lists its sessions newest first after a reopen', async (t) => {
+    const dir = t.testdir()
+    const clock = manualClock()
+    let store = openStore({ dir })
+    let repo = new SessionRepo(store, { maxMessagesPerSession: 100, clock: clock.now, counter })
+    for (const id of ['first', 'second', 'third']) {
+      await repo.appendExchange('t', id, exchange(0))
+      clock.advance(1000)
+    }
+    // What an older version left: sessions, but no index and no mark that it was built.
+    store.transactionSync(() => {
+      for (const { key } of store.sessionTimes.getRange()) void store.sessionTimes.remove(key)
+      void store.meta.remove('sessionTimesIndexed')
+    })
+    await store.close()
+    store = openStore({ dir })
+    t.teardown(() => store.close())
+    repo = new SessionRepo(store, { maxMessagesPerSession: 100, clock: clock.now, counter })
+    t.same(repo.list('t', { limit: 10 }).data.map((s) => s.id), ['third', 'second', 'first'])
+  })
+
   t.test('weird ids: slashes, spaces, unicode, prefixes of each other, long', async (t) => {
     const { repo } = setup(t)
     const ids = ['a', 'a b', 'a/b', 'a/b/', '../etc/passwd', ' ', 'ünïcødé 🦜', '日本語のセッション']
@@ -188,7 +210,8 @@ function tests(): void {
       t.equal(repo.get('t', id)?.id, id)
     }
     const listed = repo.list('t', { limit: 100 }).data.map((s) => s.id)
-    t.same(listed, [...ids].sort(codePointCompare), 'list returns every id intact, in code point order')
+    // All created in the same (hand-held) millisecond: the newest-first order ties by id, code point order descending.
+    t.same(listed, [...ids].sort(codePointCompare).reverse(), 'list returns every id intact, in code point order')
 
     for (const bad of ['', '\u0000', 'a\u0000b', 'tab\there', '\ud800', 'x\udc00y', 'é'.repeat(1000)]) {
       t.throws(() => repo.history('t', bad), sessionIdError, JSON.stringify(bad).slice(0, 20))
@@ -197,7 +220,7 @@ function tests(): void {
     t.doesNotThrow(() => repo.history('t', '\ud83d\ude00'), 'a proper surrogate pair is fine')
   })
 
-  t.test('list pages through sessions by id', async (t) => {
+  t.test('list pages through sessions newest first', async (t) => {
     const { repo, clock } = setup(t)
     const ids = Array.from({ length: 7 }, (_, i) => `s${i}`)
     for (const id of [...ids].reverse()) {
@@ -221,7 +244,7 @@ function tests(): void {
     t.same(first, { id: 's0', createdAt: clock.now(), updatedAt: clock.now(), messageCount: 2 })
     t.same(repo.list('t', { limit: 7 }), { data: repo.list('t', { limit: 100 }).data, hasMore: false })
     t.same(repo.list('t', { limit: 10, after: 's6' }), { data: [], hasMore: false })
-    t.same(repo.list('t', { limit: 2, after: 's2x' }).data.map((s) => s.id), ['s3', 's4'], 'after need not exist')
+    t.same(repo.list('t', { limit: 2, after: 's2x' }), { data: [], hasMore: false }, 'an after that names no session ends the list')
     t.same(repo.list('nobody', { limit: 10 }), { data: [], hasMore: false })
   })
 

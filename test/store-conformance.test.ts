@@ -3,10 +3,10 @@
  * it lands (add it to `engines`). Each case asserts what a caller of the interface relies on, nothing engine-specific.
  */
 import t, { type Test } from 'tap'
-import { hashKey } from '../src/auth/service-keys.js'
+import { hashKey, tenantIdFor } from '../src/auth/service-keys.js'
 import { TokenCounter } from '../src/context/tokenizer.js'
 import { GatewayError } from '../src/errors.js'
-import { SessionLimitError, type StoredItem, type StoredResponse } from '../src/storage/interface.js'
+import { SessionLimitError, type KeyLookupResult, type StoredItem, type StoredResponse } from '../src/storage/interface.js'
 import { openStores, type Stores } from '../src/storage/open-stores.js'
 import { openStore } from '../src/storage/store.js'
 import { freshDatabase, POSTGRES_SKIP_REASON, testDatabaseUrl, withoutService } from './helpers/services.js'
@@ -22,7 +22,7 @@ interface Engine {
   name: string
   /** Undefined when the engine can be tested here; else why not. */
   skip: string | undefined
-  open(t: Test, opts?: { maxMessagesPerSession?: number }): Promise<Opened>
+  open(t: Test, opts?: { maxMessagesPerSession?: number; now?: () => number }): Promise<Opened>
 }
 
 const counter = new TokenCounter({ margins: { '*': 0.1 } })
@@ -44,7 +44,7 @@ function engine(name: string, databaseUrl: (t: Test) => Promise<string | undefin
           databaseStatementTimeout: 10_000,
           lmdb,
           maxMessagesPerSession: opts.maxMessagesPerSession ?? 1000,
-          now,
+          now: opts.now ?? now,
           counter,
         })
         let closed = false
@@ -79,6 +79,20 @@ const postgres = engine(
 )
 
 const engines: Engine[] = [lmdb, postgres]
+
+/** What an instance answers for a presented key: from its cache, or from its engine on a miss (as the authenticator asks). */
+async function lookup(s: Stores, hash: string): Promise<KeyLookupResult> {
+  return s.keys.lookup(hash) ?? (await s.keys.lookupMiss?.(hash))
+}
+
+/**
+ * An engine whose key lookups answer from a per-process cache refreshes it on a timer (PostgreSQL: every 5 s); here
+ * that tick is run at once instead of waited for. LMDB reads the store on every lookup and has nothing to refresh.
+ */
+async function refreshed(s: Stores): Promise<void> {
+  const keys = s.keys as Partial<{ reload(): Promise<void> }>
+  await keys.reload?.()
+}
 
 const item = (id: string, text: string): StoredItem => ({
   type: 'message',
@@ -251,19 +265,28 @@ for (const engine of engines) {
     t.same(await s.sessions.usage('tenant-a'), { sessions: 1, largestSession: 5 })
   })
 
-  t.test(`${engine.name}: sessions list in id order, page by page with after, per tenant`, async (t) => {
-    const s = await engine.open(t)
-    for (const id of ['b', 'a', 'é', 'c', 'B']) await s.sessions.appendExchange('tenant-a', id, [{ role: 'user', content: id }])
+  t.test(`${engine.name}: sessions list newest first, page by page with after, per tenant`, async (t) => {
+    let clock = 1_700_000_000_000
+    const s = await engine.open(t, { now: () => clock })
+    // Created in this order, one a millisecond; 'é' and 'B' in the same millisecond (ties: id descending).
+    for (const id of ['b', 'a', 'é', 'B', 'c']) {
+      await s.sessions.appendExchange('tenant-a', id, [{ role: 'user', content: id }])
+      if (id !== 'é') clock++
+    }
+    await s.sessions.appendExchange('tenant-a', 'b', [{ role: 'user', content: 'b again' }])
     await s.sessions.appendExchange('tenant-b', 'a0', [{ role: 'user', content: 'other tenant' }])
     const p1 = await s.sessions.list('tenant-a', { limit: 2 })
-    t.same(p1.data.map((i) => i.id), ['B', 'a'], 'code point order')
+    t.same(p1.data.map((i) => i.id), ['c', 'é'], 'newest created first, ties by id descending; an update does not move one')
     t.equal(p1.hasMore, true)
-    const p2 = await s.sessions.list('tenant-a', { limit: 2, after: 'a' })
-    t.same(p2.data.map((i) => i.id), ['b', 'c'])
+    const p2 = await s.sessions.list('tenant-a', { limit: 2, after: 'é' })
+    t.same(p2.data.map((i) => i.id), ['B', 'a'])
     t.equal(p2.hasMore, true)
-    const p3 = await s.sessions.list('tenant-a', { limit: 2, after: 'c' })
-    t.same(p3.data.map((i) => i.id), ['é'])
+    const p3 = await s.sessions.list('tenant-a', { limit: 2, after: 'a' })
+    t.same(p3.data.map((i) => i.id), ['b'])
     t.equal(p3.hasMore, false)
+    t.same((await s.sessions.list('tenant-a', { limit: 2, after: 'gone' })).data, [], 'an after that names no session ends the list')
+    t.equal(await s.sessions.delete('tenant-a', 'é'), true)
+    t.same((await s.sessions.list('tenant-a', { limit: 10 })).data.map((i) => i.id), ['c', 'B', 'a', 'b'], 'a deleted session leaves the list')
     t.same((await s.sessions.list('tenant-b', { limit: 10 })).data.map((i) => i.id), ['a0'])
     t.same((await s.sessions.list('tenant-c', { limit: 10 })).data, [])
   })
@@ -304,22 +327,59 @@ for (const engine of engines) {
     t.equal(await s.conversations.get('tenant-a', 'a\u0000b'), undefined, 'an odd conversation id is not found')
   })
 
-  t.test(`${engine.name}: keys: created keys authenticate (also through another instance), revoked ones do not`, async (t) => {
+  t.test(`${engine.name}: keys: created keys authenticate (also through another instance), revoked ones say so`, async (t) => {
     const s = await engine.open(t)
     const { key, record } = await s.keys.create('premium', 'conformance')
     const hash = hashKey(key)
-    t.equal(s.keys.lookup(hash)?.plan, 'premium')
+    t.same(s.keys.lookup(hash), { id: record.tenant, plan: 'premium' })
+    t.not(record.tenant, tenantIdFor(hash), 'a new key gets a tenant of its own, not one derived from the key')
     t.equal(await s.keys.countActive(), 1)
-    t.same((await s.keys.list()).map((r) => [r.id, r.plan, r.label]), [[record.id, 'premium', 'conformance']])
+    t.same((await s.keys.list()).map((r) => [r.id, r.tenant, r.plan, r.label]), [[record.id, record.tenant, 'premium', 'conformance']])
+    t.equal((await s.keys.get(record.id))?.tenant, record.tenant)
+    t.equal(await s.keys.get('key_nope'), undefined)
     const other = await s.another()
-    const seen = other.keys.lookup(hash) ?? (await other.keys.lookupMiss?.(hash))
-    t.equal(seen?.id, s.keys.lookup(hash)?.id, 'the other instance finds the same tenant')
-    t.equal(other.keys.lookup(hashKey('rg_not-a-key')) ?? (await other.keys.lookupMiss?.(hashKey('rg_not-a-key'))), undefined)
+    t.same(await lookup(other, hash), { id: record.tenant, plan: 'premium' }, 'the other instance finds the same tenant')
+    t.equal(await lookup(other, hashKey('rg_not-a-key')), undefined)
     t.equal(await s.keys.revoke(record.id), true)
-    t.equal(s.keys.lookup(hash), undefined, 'revoked: refused at once by the instance that revoked it')
+    t.equal(s.keys.lookup(hash), 'revoked', 'revoked: refused at once by the instance that revoked it, as revoked')
+    t.equal(await lookup(await s.another(), hash), 'revoked', 'and by any instance')
     t.equal(await s.keys.revoke(record.id), false, 'a second revoke finds no active key')
     t.equal(await s.keys.countActive(), 0)
     t.ok((await s.keys.list())[0]?.revokedAt, 'the record stays, marked revoked')
+  })
+
+  t.test(`${engine.name}: keys: rotate gives the same tenant a new secret and revokes the old one at once`, async (t) => {
+    const s = await engine.open(t)
+    const first = await s.keys.create('pro', 'billing app')
+    const other = await s.another()
+    t.same(await lookup(other, hashKey(first.key)), { id: first.record.tenant, plan: 'pro' }, 'another instance has it cached')
+    const rotated = await s.keys.rotate(first.record.id)
+    if (rotated === undefined) throw new Error('rotate found no key')
+    t.not(rotated.key, first.key)
+    t.not(rotated.record.id, first.record.id, 'a new key id')
+    t.match(rotated.record, { tenant: first.record.tenant, plan: 'pro', label: 'billing app' }, 'same tenant, plan and label')
+    t.same(s.keys.lookup(hashKey(rotated.key)), { id: first.record.tenant, plan: 'pro' })
+    t.equal(s.keys.lookup(hashKey(first.key)), 'revoked')
+    await refreshed(other)
+    t.same(await lookup(other, hashKey(rotated.key)), { id: first.record.tenant, plan: 'pro' }, 'the new key works on the other instance')
+    t.equal(await lookup(other, hashKey(first.key)), 'revoked', 'the old one is refused there after its cache refresh')
+    t.equal(await s.keys.rotate(first.record.id), undefined, 'a revoked key cannot be rotated again')
+    t.equal(await s.keys.rotate('key_nope'), undefined)
+    t.equal(await s.keys.countActive(), 1)
+  })
+
+  t.test(`${engine.name}: keys: set-plan moves a key to another plan, same tenant, seen by every instance`, async (t) => {
+    const s = await engine.open(t)
+    const { key, record } = await s.keys.create('free')
+    const other = await s.another()
+    t.same(await lookup(other, hashKey(key)), { id: record.tenant, plan: 'free' })
+    const moved = await s.keys.setPlan(record.id, 'enterprise')
+    t.match(moved, { id: record.id, tenant: record.tenant, plan: 'enterprise' })
+    t.same(s.keys.lookup(hashKey(key)), { id: record.tenant, plan: 'enterprise' }, 'at once where it was changed')
+    await refreshed(other)
+    t.same(await lookup(other, hashKey(key)), { id: record.tenant, plan: 'enterprise' }, 'after the cache refresh elsewhere')
+    t.equal(await s.keys.setPlan('key_nope', 'pro'), undefined)
+    t.equal((await (await s.reopen()).keys.get(record.id))?.plan, 'enterprise', 'durable')
   })
 
   t.test(`${engine.name}: usage: adds sum per tenant, day and model, survive a reopen, and list by date range`, async (t) => {

@@ -15,7 +15,8 @@ import { gatewayError, type GatewayError } from '../errors.js'
 import type { Clock } from '../types.js'
 import { TokenBucket } from './token-bucket.js'
 
-const AUTH_FAILURES: ReadonlySet<string> = new Set(['missing_service_key', 'invalid_service_key'])
+/** A revoked key is a failed key too: a client still sending one is answered like one sending a wrong key. */
+const AUTH_FAILURES: ReadonlySet<string> = new Set(['missing_service_key', 'invalid_service_key', 'key_revoked'])
 
 export class AuthFailureLimiter {
   readonly #perMinute: number

@@ -4,14 +4,14 @@
  */
 import type { IncomingHttpHeaders } from 'node:http'
 import { gatewayError } from '../errors.js'
-import type { Plan, Tenant } from '../types.js'
+import type { KeyLookupResult, Plan, Tenant } from '../types.js'
 import { timingSafeEqual } from 'node:crypto'
 import { hashKey, tenantIdFor } from './service-keys.js'
 
 export interface KeyLookup {
-  lookup(hash: string): Tenant | undefined
+  lookup(hash: string): KeyLookupResult
   /** A store that caches (PostgreSQL) asks its database about a hash the cache does not know. */
-  lookupMiss?(hash: string): Promise<Tenant | undefined>
+  lookupMiss?(hash: string): Promise<KeyLookupResult>
 }
 
 export class Authenticator {
@@ -49,12 +49,18 @@ export class Authenticator {
       if (timingSafeEqual(k.hash, bytes)) inlinePlan = k.plan
     }
     if (inlinePlan !== undefined) return { id: tenantIdFor(hash), plan: inlinePlan }
-    const tenant = this.#stored.lookup(hash)
-    if (tenant !== undefined) return tenant
+    const found = this.#stored.lookup(hash)
+    if (found !== undefined) return known(found)
     if (this.#stored.lookupMiss === undefined || opts.cacheOnly === true) throw gatewayError('invalid_service_key')
-    return this.#stored.lookupMiss(hash).then((found) => {
-      if (found === undefined) throw gatewayError('invalid_service_key')
-      return found
+    return this.#stored.lookupMiss(hash).then((missed) => {
+      if (missed === undefined) throw gatewayError('invalid_service_key')
+      return known(missed)
     })
   }
+}
+
+/** A revoked key is told so (its holder learns to ask for the replacement instead of retrying a typo). */
+function known(found: Tenant | 'revoked'): Tenant {
+  if (found === 'revoked') throw gatewayError('key_revoked')
+  return found
 }

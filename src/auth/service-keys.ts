@@ -1,6 +1,7 @@
 /**
- * Service-key primitives. Keys are stored only as SHA-256 hashes; a key's tenant id is derived from its hash, so a
- * tenant's data is reachable only through that key and the raw key never needs to be kept anywhere.
+ * Service-key primitives. Keys are stored only as SHA-256 hashes. A stored key names its tenant (`newTenantId`), so a
+ * key can be rotated or moved to another plan and its tenant keeps its sessions and files; keys created before
+ * tenants had their own id (and inline SERVICE_KEYS keys) own the tenant derived from their hash (`tenantIdFor`).
  */
 import { hash, randomBytes, timingSafeEqual } from 'node:crypto'
 
@@ -24,9 +25,20 @@ export function keyIdFor(hash: string): string {
   return `key_${hash.slice(0, 12)}`
 }
 
-/** The tenant a key owns: scopes every session, file and index of that key. */
+/**
+ * The tenant derived from a key's hash: the tenant of an inline SERVICE_KEYS key, and of a stored key written before
+ * tenants had their own id (those records keep it as their tenant id, so their data stays theirs; issue 27).
+ */
 export function tenantIdFor(hash: string): string {
   return `t_${hash.slice(0, 24)}`
+}
+
+/**
+ * A new tenant's id: random, the same shape as a derived one (`t_` + 24 hex digits, 96 bits), so logs, stores and
+ * traces need not tell the two apart, and a tenant id says nothing about any key.
+ */
+export function newTenantId(random: (n: number) => Buffer = randomBytes): string {
+  return `t_${random(12).toString('hex')}`
 }
 
 /** Constant-time equality of two hex digests of equal length. */

@@ -12,10 +12,14 @@ import { errorReason } from './gateway-response.js'
 /** Ids and content hashes of the stored files, by the `path` in their metadata. */
 export type Existing = Map<string, Array<{ id: string; sha256: string | undefined }>>
 
-/** Lists the tenant's files (GET /api/v1/files). Throws with a reason the run reports. */
+/** The key was refused (401): every upload would be too, so the run stops before the first (as a 401 upload does). */
+export class KeyRefused extends Error {}
+
+/** Lists the tenant's files (GET /api/v1/files). Throws with a reason the run reports; `KeyRefused` on a 401. */
 export async function listExisting(url: string, key: string, agent: Agent): Promise<Existing> {
   const res = await fetch(`${url}/api/v1/files`, { headers: { serviceKey: key }, dispatcher: agent })
   const text = await res.text()
+  if (res.status === 401) throw new KeyRefused(errorReason(res.status, text))
   if (!res.ok) throw new Error(errorReason(res.status, text))
   const body = JSON.parse(text) as { data?: Array<{ id?: unknown; metadata?: unknown }> }
   const out: Existing = new Map()

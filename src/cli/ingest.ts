@@ -14,7 +14,7 @@ import { type CommandIo, gatewayUrl, intFlag, parseArgs, reportUsage, serviceKey
 import { collect, fileIdentity, MIME_TYPES, type Candidate } from './ingest-files.js'
 import { createProgress, formatBytes, plural } from './ingest-progress.js'
 import { upload, UPLOAD_HEADERS_TIMEOUT, type Failed, type Outcome, type Uploaded } from './ingest-upload.js'
-import { deleteFiles, listExisting, sha256File, type Existing } from './ingest-existing.js'
+import { deleteFiles, KeyRefused, listExisting, sha256File, type Existing } from './ingest-existing.js'
 
 // Exported from here before the split; sessions-export.ts and bench.ts still import the response helpers from here.
 export { formatBytes, MIME_TYPES }
@@ -95,7 +95,8 @@ export async function run(argv: string[], io: IngestIo): Promise<number> {
   try {
     existing = await listExisting(url, key, agent)
   } catch (err) {
-    progress.note(`note  could not list the files already stored (${(err as Error).message}); uploading every file`)
+    if (err instanceof KeyRefused) stopped = err.message
+    else progress.note(`note  could not list the files already stored (${(err as Error).message}); uploading every file`)
   }
   const worker = async (): Promise<void> => {
     while (stopped === undefined && next < found.files.length) {

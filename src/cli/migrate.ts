@@ -34,6 +34,8 @@ export async function run(argv: string[], io: CommandIo): Promise<number> {
   const { Pg } = await import('../storage/postgres/pool.js')
   const { migrate } = await import('../storage/postgres/migrations.js')
   const pg = new Pg({ url: config.databaseUrl, poolSize: 1, statementTimeout: config.databaseStatementTimeout })
+  const { describeDatabase } = await import('./cli-stores.js')
+  io.stderr.write(`recallgate: using the PostgreSQL database ${describeDatabase(config.databaseUrl)} (DATABASE_URL)\n`)
   try {
     const result = await migrate(pg.pool, { log: (line) => io.stdout.write(`${line}\n`) })
     io.stdout.write(
@@ -42,7 +44,7 @@ export async function run(argv: string[], io: CommandIo): Promise<number> {
     const from = args.flags['from-lmdb']
     if (from !== undefined) {
       const { existsSync } = await import('node:fs')
-      const { join } = await import('node:path')
+      const { join, resolve } = await import('node:path')
       // openStore would create an empty environment: a mistyped DIR must say so instead of copying nothing.
       if (!existsSync(join(from, 'recallgate.lmdb'))) {
         io.stderr.write(`recallgate: ${from} holds no recallgate LMDB data (no recallgate.lmdb in it)\n`)
@@ -50,6 +52,7 @@ export async function run(argv: string[], io: CommandIo): Promise<number> {
       }
       const { openStore } = await import('../storage/store.js')
       const { copyFromLmdb } = await import('../storage/postgres/from-lmdb.js')
+      io.stderr.write(`recallgate: copying from the LMDB DATA_DIR ${resolve(from)}\n`)
       const store = openStore({ dir: from })
       try {
         const n = await copyFromLmdb(store, pg)

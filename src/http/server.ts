@@ -75,6 +75,8 @@ export interface RouteDef {
   path: string
   /** Requires a service key (and counts against its rate limit). */
   auth: boolean
+  /** Guarded by ADMIN_KEY in its handler (routes/admin-keys.ts), not by a service key: the route table says so. */
+  admin?: true
   handler: Handler
 }
 

@@ -1,14 +1,15 @@
 /**
  * GET /metrics: Prometheus text format. No service key: scraped from inside the deployment's network. With
  * METRICS_TOKEN set, the scraper must send `Authorization: Bearer <token>` (Prometheus' `authorization` scrape
- * setting), for deployments whose port is reachable from outside.
+ * setting), for deployments whose port is reachable from outside. Under `--workers` the text is the whole
+ * cluster's (cluster-metrics.ts), whichever worker answers.
  */
 import { hash, timingSafeEqual } from 'node:crypto'
 import { gatewayError } from '../errors.js'
 import type { Handler } from '../http/server.js'
 import type { Metrics } from '../metrics.js'
 
-export function metricsHandler(metrics: Metrics, token?: string): Handler {
+export function metricsHandler(metrics: Pick<Metrics, 'render'>, token?: string): Handler {
   // Compared as SHA-256 digests: equal lengths for timingSafeEqual, and no timing that depends on the token.
   const expected = token === undefined ? undefined : digest(`Bearer ${token}`)
   return async (ctx) => {

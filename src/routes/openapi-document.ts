@@ -27,6 +27,8 @@ const queryParam = (name: string, schema: Schema, description: string): Schema =
 /** An authenticated call: the service key, and where the upstream is called, the provider key too. */
 const tenantOnly = [{ serviceKey: [] }]
 const tenantAndProvider = [{ serviceKey: [], providerKey: [] }]
+/** The operator's routes: ADMIN_KEY, never a service key (404 when ADMIN_KEY is not set). */
+const adminOnly = [{ adminKey: [] }]
 const open: never[] = []
 
 interface Op {
@@ -69,6 +71,7 @@ export function openApiDocument(): Schema {
       securitySchemes: {
         serviceKey: { type: 'apiKey', in: 'header', name: 'serviceKey', description: "recallgate's key: the tenant and its plan" },
         providerKey: { type: 'http', scheme: 'bearer', description: "the upstream provider's key, forwarded as sent" },
+        adminKey: { type: 'http', scheme: 'bearer', description: 'ADMIN_KEY: the /api/v1/admin routes (they answer 404 while it is not set)' },
       },
       schemas: {
         Error: {
@@ -239,6 +242,20 @@ export function openApiDocument(): Schema {
             cached_tokens: { type: 'integer' },
           },
         },
+        ServiceKey: {
+          type: 'object',
+          required: ['id', 'object', 'tenant', 'plan', 'label', 'created_at', 'revoked_at'],
+          properties: {
+            id: { type: 'string', examples: ['key_1a2b3c4d5e6f'] },
+            object: { const: 'service_key' },
+            tenant: { type: 'string', description: 'the tenant the key opens; kept when the key is rotated or moved to another plan' },
+            plan: { enum: ['free', 'pro', 'premium', 'enterprise', 'unlimited'] },
+            label: { type: ['string', 'null'] },
+            created_at: { type: 'integer', description: 'unix seconds' },
+            revoked_at: { type: ['integer', 'null'], description: 'unix seconds' },
+            key: { type: 'string', description: 'the raw key: only in the answer to a create or a rotate, never again' },
+          },
+        },
         RequestTrace: { type: 'object', additionalProperties: true, properties: { id: { type: 'string' }, route: { type: 'string' }, model: { type: 'string' } } },
       },
       responses: Object.fromEntries(statuses.map((s) => [`Error${s}`, json(ref('Error'), `error (${Object.entries(ERROR_CODES).filter(([, d]) => d.status === s).map(([c]) => c).join(', ')})`)])),
@@ -310,7 +327,7 @@ export function openApiDocument(): Schema {
         delete: op({ summary: 'delete one item', security: tenantOnly, parameters: [idParam('id', 'conversation id'), idParam('item', 'item id')], responses: { '200': json(ref('Conversation'), 'the conversation'), ...errors(401, 404) } }),
       },
       '/api/v1/sessions': {
-        get: op({ summary: 'your sessions, a page at a time', security: tenantOnly, parameters: [queryParam('limit', { type: 'integer', minimum: 1, maximum: 100 }, 'page size'), queryParam('after', { type: 'string' }, 'the previous page\'s last id')], responses: { '200': json(ref('SessionList'), 'sessions'), ...errors(400, 401) } }),
+        get: op({ summary: 'your sessions, newest first (by creation time), a page at a time', security: tenantOnly, parameters: [queryParam('limit', { type: 'integer', minimum: 1, maximum: 100 }, 'page size'), queryParam('after', { type: 'string' }, 'the previous page\'s last id')], responses: { '200': json(ref('SessionList'), 'sessions'), ...errors(400, 401) } }),
       },
       '/api/v1/sessions/{id}': {
         get: op({ summary: 'a session and its messages', security: tenantOnly, parameters: [idParam('id', 'session id')], responses: { '200': json(ref('Session'), 'the session'), ...errors(401, 404) } }),
@@ -370,6 +387,18 @@ export function openApiDocument(): Schema {
       },
       '/api/v1/requests': {
         get: op({ summary: 'your recent request traces', security: tenantOnly, parameters: [queryParam('limit', { type: 'integer', minimum: 1, maximum: 1000 }, 'how many')], responses: { '200': json(list(ref('RequestTrace')), 'traces, newest first'), ...errors(400, 401) } }),
+      },
+      '/api/v1/admin/keys': {
+        get: op({ summary: 'every service key (hashes never)', security: adminOnly, responses: { '200': json(list(ref('ServiceKey')), 'keys'), ...errors(401, 404) } }),
+        post: op({ summary: 'create a key for a new tenant (the raw key is in this answer only)', security: adminOnly, requestBody: { content: { 'application/json': { schema: { type: 'object', properties: { plan: { enum: ['free', 'pro', 'premium', 'enterprise', 'unlimited'], default: 'pro' }, label: { type: 'string', maxLength: 200 } } } } } }, responses: { '201': json(ref('ServiceKey'), 'the new key, with `key`'), ...errors(400, 401, 404) } }),
+      },
+      '/api/v1/admin/keys/{id}': {
+        get: op({ summary: 'one key', security: adminOnly, parameters: [idParam('id', 'key id')], responses: { '200': json(ref('ServiceKey'), 'the key'), ...errors(401, 404) } }),
+        post: op({ summary: "move a key to another plan (its tenant's data stays)", security: adminOnly, parameters: [idParam('id', 'key id')], requestBody: { required: true, content: { 'application/json': { schema: { type: 'object', required: ['plan'], properties: { plan: { enum: ['free', 'pro', 'premium', 'enterprise', 'unlimited'] } } } } } }, responses: { '200': json(ref('ServiceKey'), 'the key'), ...errors(400, 401, 404) } }),
+        delete: op({ summary: 'revoke a key: it answers 401 key_revoked from now on', security: adminOnly, parameters: [idParam('id', 'key id')], responses: { '200': json(ref('ServiceKey'), 'the revoked key'), ...errors(401, 404) } }),
+      },
+      '/api/v1/admin/keys/{id}/rotate': {
+        post: op({ summary: 'a new secret for the same tenant and plan; the old key is revoked at once', security: adminOnly, parameters: [idParam('id', 'key id')], responses: { '201': json(ref('ServiceKey'), 'the new key, with `key`'), ...errors(401, 404) } }),
       },
       '/api/v1/requests/{id}': {
         get: op({ summary: 'one request trace by its x-request-id', security: tenantOnly, parameters: [idParam('id', 'x-request-id')], responses: { '200': json(ref('RequestTrace'), 'the trace'), ...errors(401, 404) } }),

@@ -11,11 +11,11 @@
  * The record shapes the repositories hand out live here too, so that modules that only read records (the packer,
  * the chat planner, the Responses bridge) import a contract, not an engine.
  */
-import type { ChatMessage, Plan, PromptTrace, StoredMessage, Tenant, Tokens } from '../types.js'
+import type { ChatMessage, KeyLookupResult, Plan, PromptTrace, StoredMessage, Tokens } from '../types.js'
 
 export type Awaitable<T> = T | Promise<T>
 
-export type { StoredMessage }
+export type { KeyLookupResult, StoredMessage }
 
 export interface SessionInfo {
   id: string
@@ -47,7 +47,10 @@ export interface SessionStore {
   /** The newest `limit` messages (default all), oldest first. */
   history(tenant: string, sessionId: string, limit?: number): Awaitable<StoredMessage[]>
   get(tenant: string, sessionId: string): Awaitable<SessionInfo | undefined>
-  /** A page of the tenant's sessions; `after` is the previous page's last id. */
+  /**
+   * A page of the tenant's sessions, newest first (creation time, then id descending); `after` is the previous
+   * page's last id, and one that names no session gives an empty page.
+   */
   list(tenant: string, opts: { limit: number; after?: string }): Awaitable<{ data: SessionInfo[]; hasMore: boolean }>
   /**
    * Save one exchange in one transaction (creating the session, pruning the oldest beyond the bound); `replaceFrom`
@@ -69,28 +72,42 @@ export interface SessionStore {
 export interface KeyRecord {
   id: string
   hash: string
+  /**
+   * The tenant this key opens (its sessions, files, usage). Its own id since issue 27, kept across `rotate` and
+   * `setPlan`; a record written before that has none stored and reads back with the id derived from its hash.
+   */
+  tenant: string
   plan: Plan
   createdAt: number
   revokedAt?: number
   label?: string
 }
 
-/** Service keys at rest (hashes only). */
+/** Service keys at rest (hashes only). Ids are the public `key_…` ids; `undefined` answers mean no active key has it. */
 export interface KeyStore {
+  /** A key for a new tenant. */
   create(plan: Plan, label?: string): Promise<{ key: string; record: KeyRecord }>
   list(): Awaitable<KeyRecord[]>
+  get(id: string): Awaitable<KeyRecord | undefined>
   revoke(id: string): Promise<boolean>
+  /**
+   * A new secret for the same tenant, plan and label; the old key is revoked in the same transaction (a key is rotated
+   * because it leaked, so it stops at once). Undefined when no active key has that id.
+   */
+  rotate(id: string): Promise<{ key: string; record: KeyRecord } | undefined>
+  /** Moves an active key to another plan; its tenant's data stays. Undefined when no active key has that id. */
+  setPlan(id: string, plan: Plan): Promise<KeyRecord | undefined>
   countActive(): Awaitable<number>
   /**
-   * The tenant of an active key with this hash. Synchronous on purpose: it runs on every request before anything
-   * else, so an engine across a network answers it from a per-process cache fed by its change log.
+   * The tenant of an active key with this hash, or `'revoked'`. Synchronous on purpose: it runs on every request
+   * before anything else, so an engine across a network answers it from a per-process cache fed by its change log.
    */
-  lookup(hash: string): Tenant | undefined
+  lookup(hash: string): KeyLookupResult
   /**
    * For an engine whose `lookup` answers from a cache: a hash the cache did not know, asked of the engine itself (a
    * key created through another replica a moment ago). Engines whose `lookup` is the source of truth leave it out.
    */
-  lookupMiss?(hash: string): Promise<Tenant | undefined>
+  lookupMiss?(hash: string): Promise<KeyLookupResult>
 }
 
 /** A Responses API item as stored: the wire shape (`{type, id, …}`), kept whole. */

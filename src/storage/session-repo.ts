@@ -1,8 +1,9 @@
 /**
  * Conversation memory: sessions and their messages in LMDB, scoped by tenant.
  *
- *   sessions  [tenant, sessionId]       → { createdAt, updatedAt, nextSeq, count }
- *   messages  [tenant, sessionId, seq]  → { message, tokens, createdAt }
+ *   sessions      [tenant, sessionId]             → { createdAt, updatedAt, nextSeq, count }
+ *   sessionTimes  [tenant, createdAt, sessionId]  → true (listing newest first; written with the session record)
+ *   messages      [tenant, sessionId, seq]        → { message, tokens, createdAt }
  *
  * `message` is the OpenAI message exactly as the client will see it next time (tool calls, tool results, content
  * parts, refusals, reasoning details). Records written before agent messages existed, `{ role, content, tokens,
@@ -26,7 +27,7 @@ import type { TokenCounter } from '../context/tokenizer.js'
 import { messageText } from '../messages/text.js'
 import type { Bytes, ChatMessage, Clock, Role, Tokens } from '../types.js'
 import { SessionLimitError, type SessionBounds, type SessionInfo, type SessionStore, type SessionUsage, type StoredMessage } from './interface.js'
-import type { DurableOptions, Store } from './store.js'
+import type { DurableOptions, Key, Store } from './store.js'
 
 export type { SessionInfo, StoredMessage } from './interface.js'
 
@@ -102,8 +103,10 @@ const MAX_KEY_BYTES = 1978
 const KEY_FIXED_BYTES = 16
 /** The message object and its wire copy, the JSON's framing and the map entries that hold them. */
 const MESSAGE_FIXED_BYTES = 256
-/** Above any first byte ordered-binary writes for a string, so [tenant, HIGH] ends a tenant's range of ids. */
+/** Above any first byte ordered-binary writes for a string or a number, so [tenant, HIGH] ends a tenant's range. */
 const HIGH = Uint8Array.of(0xff)
+/** Set in `meta` once every session has its `sessionTimes` entry (a DATA_DIR from before the index is filled once). */
+const TIMES_INDEXED = 'sessionTimesIndexed'
 /**
  * ordered-binary writes long strings as raw UTF-8: a NUL would merge into its element separator and a lone
  * surrogate would become U+FFFD (two ids, one key), and control characters decode ambiguously. Such ids are refused
@@ -143,6 +146,7 @@ export class SessionRepo implements SessionStore {
             sizeCalculation: (e) => Math.max(1, e.bytes),
           })
         : undefined
+    this.#indexCreationTimes()
   }
 
   /** A plain append hook (nothing to prepare, nothing to do after the commit). */
@@ -247,6 +251,7 @@ export class SessionRepo implements SessionStore {
         if (used >= maxSessions) throw new SessionLimitError(maxSessions, used)
       }
       const rec = existing ?? { createdAt: now, updatedAt: now, nextSeq: 0, count: 0 }
+      if (existing === undefined) this.#store.sessionTimes.put([tenant, rec.createdAt, sessionId], true)
       const pruned: StoredMessage[] = []
       if (replaceFrom !== undefined) {
         // From the tail back to `replaceFrom`; seqs stay contiguous because the new messages take the freed ones.
@@ -293,25 +298,32 @@ export class SessionRepo implements SessionStore {
     return rec === undefined ? undefined : info(sessionId, rec)
   }
 
-  /** A page of the tenant's sessions ordered by id (code point order); `after` is the previous page's last id. */
+  /**
+   * A page of the tenant's sessions, newest first (by creation time; ties by id, code point order, descending);
+   * `after` is the previous page's last id. An `after` that names no session (deleted since) ends the listing.
+   */
   list(tenant: string, opts: { limit: number; after?: string }): { data: SessionInfo[]; hasMore: boolean } {
     const limit = Math.max(0, Math.floor(opts.limit))
     const data: SessionInfo[] = []
     let hasMore = false
-    const range = this.#store.sessions.getRange({
-      start: opts.after === undefined ? [tenant] : [tenant, opts.after],
-      end: [tenant, HIGH],
-      // +1 to learn whether there is more, +1 because `start` includes `after` itself.
-      limit: limit + 2,
-    })
-    for (const { key, value } of range) {
-      const id = Array.isArray(key) ? key[1] : undefined
+    let start: Key = [tenant, HIGH]
+    if (opts.after !== undefined) {
+      const from = this.#record(tenant, opts.after)
+      if (from === undefined) return { data, hasMore }
+      start = [tenant, from.createdAt, opts.after]
+    }
+    // +1 to learn whether there is more, +1 because `start` includes `after` itself.
+    const range = this.#store.sessionTimes.getRange({ start, end: [tenant], reverse: true, limit: limit + 2 })
+    for (const { key } of range) {
+      const id = Array.isArray(key) ? key[2] : undefined
       if (typeof id !== 'string' || id === opts.after) continue
+      const rec = this.#record(tenant, id)
+      if (rec === undefined) continue
       if (data.length === limit) {
         hasMore = true
         break
       }
-      data.push(info(id, asSessionRecord(value)))
+      data.push(info(id, rec))
     }
     return { data, hasMore }
   }
@@ -346,6 +358,7 @@ export class SessionRepo implements SessionStore {
       }
       for (let seq = rec.nextSeq - rec.count; seq < rec.nextSeq; seq++) db.remove([tenant, sessionId, seq])
       sessions.remove([tenant, sessionId])
+      this.#store.sessionTimes.remove([tenant, rec.createdAt, sessionId])
       return true
     }, { releasing: true })
     this.#cache?.delete(cacheKey(tenant, sessionId))
@@ -367,6 +380,19 @@ export class SessionRepo implements SessionStore {
         this.#inWrite = false
       }
     }, opts)
+  }
+
+  /** Sessions stored before `sessionTimes` existed get their entry, once per DATA_DIR (idempotent if two race). */
+  #indexCreationTimes(): void {
+    const { meta, sessions, sessionTimes } = this.#store
+    if (meta.get(TIMES_INDEXED) === true) return
+    this.#store.transactionSync(() => {
+      for (const { key, value } of sessions.getRange()) {
+        const [tenant, id] = key as [string, string]
+        void sessionTimes.put([tenant, asSessionRecord(value).createdAt, id], true)
+      }
+      void meta.put(TIMES_INDEXED, true)
+    })
   }
 
   #record(tenant: string, sessionId: string): SessionRecord | undefined {

@@ -40,6 +40,8 @@ export interface Store {
   readonly keys: Database<unknown, Key>
   /** [tenant, sessionId] → SessionRecord. */
   readonly sessions: Database<unknown, Key>
+  /** [tenant, createdAt, sessionId] → true: a tenant's sessions by creation time (GET /sessions, newest first). */
+  readonly sessionTimes: Database<unknown, Key>
   /** [tenant, sessionId, seq] → MessageRecord. */
   readonly messages: Database<unknown, Key>
   /** [tenant, fileId] → FileRecord. */
@@ -124,6 +126,7 @@ export function openStore(opts: StoreOptions): Store {
     root,
     keys: db('keys'),
     sessions: db('sessions'),
+    sessionTimes: db('sessionTimes'),
     messages: db('messages'),
     files: db('files'),
     chunks: db('chunks'),
@@ -178,7 +181,7 @@ export function openStore(opts: StoreOptions): Store {
       if (cachedSpace !== undefined && now - cachedSpace.at < spaceTtl) return cachedSpace.space
       const stats = root.getStats() as EnvStats
       let pages = 2 + treePages(stats) + (stats.free ? treePages(stats.free) : 0)
-      for (const d of [store.keys, store.sessions, store.messages, store.files, store.chunks, store.vectors, store.meta, store.responses, store.items, store.conversations, store.traces, store.usage])
+      for (const d of [store.keys, store.sessions, store.sessionTimes, store.messages, store.files, store.chunks, store.vectors, store.meta, store.responses, store.items, store.conversations, store.traces, store.usage])
         pages += treePages(d.getStats() as TreeStats)
       const space = { usedBytes: pages * stats.pageSize, fileBytes: (stats.lastPageNumber + 1) * stats.pageSize, mapSize }
       cachedSpace = { at: now, space }

@@ -4,6 +4,7 @@
  * nothing). Rows already in PostgreSQL are kept (ON CONFLICT DO NOTHING), so a second run copies nothing twice.
  * Run it with the gateway stopped: LMDB is read as one snapshot per database, not one for the whole copy.
  */
+import { tenantIdFor } from '../../auth/service-keys.js'
 import type { StoredResponse } from '../interface.js'
 import type { Store } from '../store.js'
 import type { Pg, Queryable } from './pool.js'
@@ -24,9 +25,10 @@ export async function copyFromLmdb(store: Store, pg: Pg): Promise<CopyCounts> {
   return pg.transaction('copy_from_lmdb', async (c) => {
     const counts: CopyCounts = { keys: 0, sessions: 0, messages: 0, responses: 0, conversations: 0, usage: 0 }
     counts.keys = await batched(c, store.keys.getRange(), (v) => {
-      const r = v.value as { id: string; hash: string; plan: string; label?: string; createdAt: number; revokedAt?: number }
-      return [r.hash, r.id, r.plan, r.label ?? null, r.createdAt, r.revokedAt ?? null]
-    }, 'keys (hash, id, plan, label, created_at, revoked_at)', '')
+      const r = v.value as { id: string; hash: string; tenant?: string; plan: string; label?: string; createdAt: number; revokedAt?: number }
+      // A record from before tenants had their own id keeps the one derived from its hash (key-repo.ts reads it so).
+      return [r.hash, r.id, r.tenant ?? tenantIdFor(r.hash), r.plan, r.label ?? null, r.createdAt, r.revokedAt ?? null]
+    }, 'keys (hash, id, tenant, plan, label, created_at, revoked_at)', '')
     counts.sessions = await batched(c, store.sessions.getRange(), (v) => {
       const [tenant, id] = v.key as [string, string]
       const r = v.value as { createdAt: number; updatedAt: number; nextSeq: number; count: number }

@@ -1,27 +1,31 @@
 /**
- * Service keys in PostgreSQL (`keys`: hash → id, plan, label, created_at, revoked_at), hashes only.
+ * Service keys in PostgreSQL (`keys`: hash → id, tenant, plan, label, created_at, revoked_at), hashes only.
  *
  * `lookup` runs on every request before anything else and is synchronous (the store contract), so it answers from a
  * per-process cache of the active keys' hashes → tenant:
- * - loaded whole at start (`load`), and again every `ttl` (default 5 s) in the background, so a key revoked through
- *   another replica (or the CLI) stops working here within the TTL; one revoked through this process stops at once;
+ * - loaded whole at start (`load`), and again every `ttl` (default 5 s) in the background, so a key revoked, rotated
+ *   or moved to another plan through another replica (or the CLI, or the admin API) is seen here within the TTL; one
+ *   changed through this process is seen at once;
  * - a hash the cache does not know is looked up once in the database (`lookupMiss`, awaited by the authenticator), so
- *   a key created on another replica works here on its very first request; unknown hashes are remembered as unknown
- *   for the TTL, so a client repeating a bad key costs one query per TTL, not one per request.
+ *   a key created on another replica works here on its very first request; unknown and revoked hashes are remembered
+ *   as such for the TTL, so a client repeating a bad key costs one query per TTL, not one per request.
  * Bounds: at most `maxKeys` active keys are cached from the reload (newest first), `maxKeys` more found by misses, and
- * `maxKeys` unknown hashes; at most `maxMissQueries` miss queries run at once (beyond them a miss is answered from
- * the cache alone, i.e. refused), so a flood of random keys cannot queue work on the database.
+ * `maxKeys` unknown or revoked hashes; at most `maxMissQueries` miss queries run at once (beyond them a miss is
+ * answered from the cache alone, i.e. refused), so a flood of random keys cannot queue work on the database.
  * While the database is away the cache keeps answering as it last knew (revocations then wait for it to come back).
+ *
+ * `tenant` is null on rows written before migration 5 by a replica that did not know the column yet (a rolling
+ * upgrade); those are read with the tenant derived from their hash, as migration 5 filled in for the rows it found.
  */
 import { LRUCache } from 'lru-cache'
-import { generateKey, hashKey, keyIdFor, tenantIdFor } from '../../auth/service-keys.js'
+import { generateKey, hashKey, keyIdFor, newTenantId, tenantIdFor } from '../../auth/service-keys.js'
 import { PLANS, type Ms, type Plan, type Tenant } from '../../types.js'
-import type { KeyRecord, KeyStore } from '../interface.js'
+import type { KeyLookupResult, KeyRecord, KeyStore } from '../interface.js'
 import { ms, type Pg, type Row } from './pool.js'
 
 export interface PgKeyStoreOptions {
   now: () => number
-  /** How long a cached answer may be stale (a revoke elsewhere takes this long at most to reach this process). */
+  /** How long a cached answer may be stale (a change elsewhere takes this long at most to reach this process). */
   ttl?: Ms
   maxKeys?: number
   maxMissQueries?: number
@@ -32,11 +36,15 @@ export interface PgKeyStoreOptions {
 interface KeyRow extends Row {
   hash: string
   id: string
+  tenant: string | null
   plan: string
   label: string | null
   created_at: string
   revoked_at: string | null
 }
+
+const INSERT = 'INSERT INTO keys (hash, id, tenant, plan, label, created_at) VALUES ($1, $2, $3, $4, $5, $6)'
+const insertValues = (r: KeyRecord): unknown[] => [r.hash, r.id, r.tenant, r.plan, r.label ?? null, r.createdAt]
 
 export class PgKeyStore implements KeyStore {
   readonly #pg: Pg
@@ -47,11 +55,11 @@ export class PgKeyStore implements KeyStore {
   readonly #onReloadError: (err: unknown) => void
   /** The last reload's active keys. Replaced whole by each reload. */
   #active = new Map<string, Tenant>()
-  /** Active keys found by a miss since the last reload (created elsewhere after it). */
+  /** Active keys found by a miss or changed here since the last reload. */
   readonly #found: LRUCache<string, Tenant>
-  /** Hashes the database did not know (or knew as revoked), for the TTL. */
-  readonly #unknown: LRUCache<string, true>
-  readonly #pending = new Map<string, Promise<Tenant | undefined>>()
+  /** Hashes the database did not know, or knew as revoked, for the TTL. */
+  readonly #unknown: LRUCache<string, 'unknown' | 'revoked'>
+  readonly #pending = new Map<string, Promise<KeyLookupResult>>()
   #timer: NodeJS.Timeout | undefined
 
   constructor(pg: Pg, opts: PgKeyStoreOptions) {
@@ -84,13 +92,13 @@ export class PgKeyStore implements KeyStore {
   async reload(): Promise<void> {
     const rows = await this.#pg.query<KeyRow>(
       'keys_reload',
-      'SELECT hash, plan FROM keys WHERE revoked_at IS NULL ORDER BY created_at DESC LIMIT $1',
+      'SELECT hash, tenant, plan FROM keys WHERE revoked_at IS NULL ORDER BY created_at DESC LIMIT $1',
       [this.#maxKeys],
     )
     const next = new Map<string, Tenant>()
     for (const r of rows) {
       const plan = asPlan(r.plan)
-      if (plan !== undefined) next.set(r.hash, { id: tenantIdFor(r.hash), plan })
+      if (plan !== undefined) next.set(r.hash, { id: tenantOf(r), plan })
     }
     this.#active = next
     this.#found.clear()
@@ -98,24 +106,20 @@ export class PgKeyStore implements KeyStore {
   }
 
   async create(plan: Plan, label?: string): Promise<{ key: string; record: KeyRecord }> {
-    const key = generateKey()
-    const hash = hashKey(key)
-    const record: KeyRecord = { id: keyIdFor(hash), hash, plan, createdAt: this.#now(), ...(label ? { label } : {}) }
-    await this.#pg.query('key_create', 'INSERT INTO keys (hash, id, plan, label, created_at) VALUES ($1, $2, $3, $4, $5)', [
-      hash,
-      record.id,
-      plan,
-      label ?? null,
-      record.createdAt,
-    ])
-    this.#unknown.delete(hash)
-    this.#found.set(hash, { id: tenantIdFor(hash), plan })
-    return { key, record }
+    const made = this.#make({ tenant: newTenantId(), plan, ...(label ? { label } : {}) })
+    await this.#pg.query('key_create', INSERT, insertValues(made.record))
+    this.#cacheActive(made.record)
+    return made
   }
 
   async list(): Promise<KeyRecord[]> {
     const rows = await this.#pg.query<KeyRow>('keys_list', 'SELECT * FROM keys ORDER BY created_at, id')
     return rows.map(toRecord)
+  }
+
+  async get(id: string): Promise<KeyRecord | undefined> {
+    const rows = await this.#pg.query<KeyRow>('key_get', 'SELECT * FROM keys WHERE id = $1', [id])
+    return rows[0] === undefined ? undefined : toRecord(rows[0])
   }
 
   async revoke(id: string): Promise<boolean> {
@@ -124,11 +128,33 @@ export class PgKeyStore implements KeyStore {
       'UPDATE keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL RETURNING hash',
       [id, this.#now()],
     )
-    for (const r of rows) {
-      this.#active.delete(r.hash)
-      this.#found.delete(r.hash)
-    }
+    for (const r of rows) this.#cacheRevoked(r.hash)
     return rows.length > 0
+  }
+
+  async rotate(id: string): Promise<{ key: string; record: KeyRecord } | undefined> {
+    const result = await this.#pg.transaction('key_rotate', async (c) => {
+      // The UPDATE takes the row's lock: of two rotations of one key, the second finds it revoked and does nothing.
+      const res = await c.query<KeyRow>('UPDATE keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL RETURNING *', [id, this.#now()])
+      const old = res.rows[0]
+      if (old === undefined) return undefined
+      const was = toRecord(old)
+      const made = this.#make({ tenant: was.tenant, plan: was.plan, ...(was.label ? { label: was.label } : {}) })
+      await c.query(INSERT, insertValues(made.record))
+      return { old: was, made }
+    })
+    if (result === undefined) return undefined
+    this.#cacheRevoked(result.old.hash)
+    this.#cacheActive(result.made.record)
+    return result.made
+  }
+
+  async setPlan(id: string, plan: Plan): Promise<KeyRecord | undefined> {
+    const rows = await this.#pg.query<KeyRow>('key_set_plan', 'UPDATE keys SET plan = $2 WHERE id = $1 AND revoked_at IS NULL RETURNING *', [id, plan])
+    if (rows[0] === undefined) return undefined
+    const record = toRecord(rows[0])
+    this.#cacheActive(record)
+    return record
   }
 
   async countActive(): Promise<number> {
@@ -136,30 +162,36 @@ export class PgKeyStore implements KeyStore {
     return Number(rows[0]?.n ?? 0)
   }
 
-  lookup(hash: string): Tenant | undefined {
-    return this.#active.get(hash) ?? this.#found.get(hash)
+  lookup(hash: string): KeyLookupResult {
+    return this.#active.get(hash) ?? this.#found.get(hash) ?? (this.#unknown.get(hash) === 'revoked' ? 'revoked' : undefined)
   }
 
   /**
    * A hash the cache does not hold: ask the database once (concurrent misses for one hash share the query).
-   * Resolves undefined for an unknown or revoked key, and when too many miss queries are already running.
+   * Resolves `'revoked'` for a revoked key, undefined for an unknown one and when too many miss queries are already
+   * running.
    */
-  lookupMiss(hash: string): Promise<Tenant | undefined> {
+  lookupMiss(hash: string): Promise<KeyLookupResult> {
     const cached = this.lookup(hash)
     if (cached !== undefined) return Promise.resolve(cached)
     if (this.#unknown.has(hash)) return Promise.resolve(undefined)
     const pending = this.#pending.get(hash)
     if (pending !== undefined) return pending
     if (this.#pending.size >= this.#maxMissQueries) return Promise.resolve(undefined)
-    const p = (async () => {
+    const p = (async (): Promise<KeyLookupResult> => {
       try {
-        const rows = await this.#pg.query<KeyRow>('key_lookup', 'SELECT plan FROM keys WHERE hash = $1 AND revoked_at IS NULL', [hash])
-        const plan = rows[0] === undefined ? undefined : asPlan(rows[0].plan)
-        if (plan === undefined) {
-          this.#unknown.set(hash, true)
+        const rows = await this.#pg.query<KeyRow>('key_lookup', 'SELECT hash, tenant, plan, revoked_at FROM keys WHERE hash = $1', [hash])
+        const row = rows[0]
+        const plan = row === undefined ? undefined : asPlan(row.plan)
+        if (row === undefined || plan === undefined) {
+          this.#unknown.set(hash, 'unknown')
           return undefined
         }
-        const tenant = { id: tenantIdFor(hash), plan }
+        if (row.revoked_at !== null) {
+          this.#unknown.set(hash, 'revoked')
+          return 'revoked'
+        }
+        const tenant = { id: tenantOf(row), plan }
         this.#found.set(hash, tenant)
         return tenant
       } finally {
@@ -169,10 +201,33 @@ export class PgKeyStore implements KeyStore {
     this.#pending.set(hash, p)
     return p
   }
+
+  #make(o: { tenant: string; plan: Plan; label?: string }): { key: string; record: KeyRecord } {
+    const key = generateKey()
+    const hash = hashKey(key)
+    return { key, record: { id: keyIdFor(hash), hash, tenant: o.tenant, plan: o.plan, createdAt: this.#now(), ...(o.label ? { label: o.label } : {}) } }
+  }
+
+  /** This process's own change takes effect here at once (other replicas see it within the TTL). */
+  #cacheActive(r: KeyRecord): void {
+    this.#unknown.delete(r.hash)
+    this.#active.delete(r.hash)
+    this.#found.set(r.hash, { id: r.tenant, plan: r.plan })
+  }
+
+  #cacheRevoked(hash: string): void {
+    this.#active.delete(hash)
+    this.#found.delete(hash)
+    this.#unknown.set(hash, 'revoked')
+  }
 }
 
 function asPlan(v: unknown): Plan | undefined {
   return typeof v === 'string' && (PLANS as readonly string[]).includes(v) ? (v as Plan) : undefined
+}
+
+function tenantOf(r: Pick<KeyRow, 'hash' | 'tenant'>): string {
+  return r.tenant ?? tenantIdFor(r.hash)
 }
 
 function toRecord(r: KeyRow): KeyRecord {
@@ -181,6 +236,7 @@ function toRecord(r: KeyRow): KeyRecord {
   return {
     id: r.id,
     hash: r.hash,
+    tenant: tenantOf(r),
     plan,
     createdAt: ms(r.created_at),
     ...(r.revoked_at !== null ? { revokedAt: ms(r.revoked_at) } : {}),

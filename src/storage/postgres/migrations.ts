@@ -132,6 +132,17 @@ export const MIGRATIONS: readonly Migration[] = [
         PRIMARY KEY (tenant, day, model)
       );`,
   },
+  {
+    version: 5,
+    name: 'keys.tenant: tenants get their own id, kept when a key is rotated or re-planned; sessions listed newest first',
+    // Filled in place with the tenant each key had until now (auth/service-keys.ts tenantIdFor: 't_' and the hash's
+    // first 24 hex digits), so every existing key keeps its data. Nullable: a replica of the previous version, still
+    // running during a rolling upgrade, inserts keys without it; key-store.ts reads a null the same way.
+    sql: `
+      ALTER TABLE keys ADD COLUMN tenant text;
+      UPDATE keys SET tenant = 't_' || substr(hash, 1, 24) WHERE tenant IS NULL;
+      CREATE INDEX sessions_by_created ON sessions (tenant, created_at DESC, session_id DESC);`,
+  },
 ]
 
 export const SCHEMA_VERSION = MIGRATIONS.at(-1)?.version ?? 0

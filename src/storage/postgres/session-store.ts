@@ -81,8 +81,12 @@ export class PgSessionStore implements SessionStore {
     const limit = Math.max(0, Math.floor(opts.limit))
     const rows = await this.#pg.query<SessionRow & { session_id: string }>(
       'session_list',
+      // Newest first, ties by id descending, as LMDB's sessionTimes index orders them. An `after` that names no
+      // session makes the comparison NULL: an empty page, as with LMDB.
       `SELECT session_id, created_at, updated_at, next_seq, count FROM sessions
-       WHERE tenant = $1 AND ($2::text IS NULL OR session_id > $2) ORDER BY session_id LIMIT $3`,
+       WHERE tenant = $1 AND ($2::text IS NULL OR (created_at, session_id) <
+         (SELECT created_at, session_id FROM sessions WHERE tenant = $1 AND session_id = $2))
+       ORDER BY created_at DESC, session_id DESC LIMIT $3`,
       [tenant, opts.after ?? null, limit + 1],
     )
     return { data: rows.slice(0, limit).map((r) => info(r.session_id, r)), hasMore: rows.length > limit }
