@@ -14,7 +14,7 @@
  * the prompt and the 1,024-token reply reserve would not fit (what most apps do).
  * Arms: HISTORY_STEP 1 (the start moves with every turn once the window is full), 8, 16, 32, 64.
  *
- * Usage: node dist/bench/cache-eval.js [--conversation conv-41] [--steps 1,8,16,32,64] [--articles 3] [--json]
+ * Usage: node dist/bench/cache-eval.js [--conversation conv-41] [--steps 1,8,16,32,64] [--articles 3] [--window 16384] [--json]
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -38,7 +38,8 @@ const extraEnv: Record<string, string> = Object.fromEntries(
 const PROVIDER = 'sk-or-eval'
 const MODEL = 'openai/gpt-4o'
 const CLIENT_MODEL = 'openai/gpt-4o-client'
-const WINDOW = 16_384
+/** `--window N`: the model's context window (default 16,384); a smaller one makes a shorter conversation overflow it. */
+const WINDOW = Number(arg('window') ?? 16_384)
 const RESERVE = 1024
 
 function arg(name: string): string | undefined {
