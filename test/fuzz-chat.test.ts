@@ -11,7 +11,7 @@
 import t from 'tap'
 import fc from 'fast-check'
 import { startHarness } from './helpers/harness.js'
-import { CHAT_BASE, chatCorruption, chatHostile, clean, holds, json } from './helpers/fuzz-cases.js'
+import { CHAT_BASE, chatCorruption, chatHostile, clean, holds, json, expecting } from './helpers/fuzz-cases.js'
 
 t.test('chat properties over one gateway', async (t) => {
   const h = await startHarness(t)
@@ -20,16 +20,18 @@ t.test('chat properties over one gateway', async (t) => {
   t.equal((await json(h, '/api/v1/files', { filename: 'seed.md', content: '# Seed\n\nThe otter <|endoftext|> swims.' })).status, 201)
 
   t.test('chat: one corrupted or missing field → 400 naming it', async (t) => {
-    await holds(t, fc.asyncProperty(chatCorruption, async (c) => void (await clean(await json(h, chat, c.body), { param: c.param ?? null, statuses: [400] }))), 600)
+    await holds(t, fc.asyncProperty(chatCorruption, async (c) => void (await clean(await json(h, chat, c.body), expecting(c.body, { param: c.param ?? null, statuses: [400] })))), 600)
     t.equal(h.mock.requests.filter((r) => r.path.endsWith('/chat/completions')).length, 0, 'nothing invalid reached the upstream')
   })
 
   t.test('chat: hostile text in valid bodies (special tokens, lone surrogates, huge) → 200, or 400 for the session id', async (t) => {
     await holds(t,
       fc.asyncProperty(chatHostile, async ({ extra, ...b }) => {
-        const r = await clean(await json(h, chat, { ...extra, ...b }))
+        const body = { ...extra, ...b }
+        const proto = expecting(body).param
+        const r = await clean(await json(h, chat, body), proto === undefined ? {} : expecting(body))
         const e = (r.body as { error?: { param: string; code: string } }).error
-        if (r.status === 400 && e?.param !== 'sessionId' && e?.code !== 'context_length_exceeded') throw new Error(`unexpected 400: ${r.text.slice(0, 300)}`)
+        if (r.status === 400 && e?.param !== proto && e?.param !== 'sessionId' && e?.code !== 'context_length_exceeded') throw new Error(`unexpected 400: ${r.text.slice(0, 300)}`)
         if (r.status === 200 && b.sessionId !== undefined && b.saveToMemory) {
           await clean(await h.fetch(`/api/v1/sessions/${encodeURIComponent(b.sessionId)}`), { statuses: [200] })
         }

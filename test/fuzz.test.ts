@@ -13,7 +13,7 @@ import fc from 'fast-check'
 import { request } from 'node:http'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { KEY_A, startHarness, type Harness } from './helpers/harness.js'
-import { anyJson, CHAT_BASE, clean, fileText, holds, json, loneSurrogate, nastyText, nastyUnit, notString, protoKeys, type Case } from './helpers/fuzz-cases.js'
+import { anyJson, CHAT_BASE, clean, fileText, holds, json, loneSurrogate, nastyText, nastyUnit, notString, protoKeys, type Case, expecting } from './helpers/fuzz-cases.js'
 
 t.test('properties over one gateway', async (t) => {
   const h = await startHarness(t)
@@ -36,7 +36,8 @@ t.test('properties over one gateway', async (t) => {
     const ext = fc.constantFrom('.txt', '.md', '.html', '.csv', '.json', '.pdf', '', '.bin', '.TXT')
     await holds(t,
       fc.asyncProperty(fc.string({ unit: nastyUnit, minLength: 1, maxLength: 20 }), ext, fileText, protoKeys, async (name, e, content, metadata) => {
-        const r = await clean(await json(h, '/api/v1/files', { filename: `${name}${e}`, content, metadata }))
+        const body = { filename: `${name}${e}`, content, metadata }
+        const r = await clean(await json(h, '/api/v1/files', body), expecting(body))
         if (r.status !== 201 && ![400, 413, 415].includes(r.status)) throw new Error(`unexpected ${r.status}: ${r.text.slice(0, 200)}`)
       }),
       150,
@@ -111,7 +112,8 @@ t.test('properties over one gateway', async (t) => {
     )
     await holds(t,
       fc.asyncProperty(search, protoKeys, async (c, extra) => {
-        const r = await clean(await json(h, '/api/v1/files/search', { ...extra, ...c.body }), c.param ? { param: c.param, statuses: [400] } : { statuses: [200] })
+        const body = { ...extra, ...c.body }
+        const r = await clean(await json(h, '/api/v1/files/search', body), expecting(body, c.param ? { param: c.param, statuses: [400] } : { statuses: [200] }))
         if (r.status === 200 && !Array.isArray((r.body as { data: unknown }).data)) throw new Error('search without data')
       }),
       200,
