@@ -37,7 +37,7 @@ import { responsesHandler } from './responses/handler.js'
 import { ChainCache } from './responses/state.js'
 import { TraceRepo } from './storage/trace-repo.js'
 import { TraceRecorder } from './traces/trace-recorder.js'
-import { requestTrace } from './traces/trace-record.js'
+import { requestDone } from './observe/request-done.js'
 import { requestRoutes } from './routes/requests.js'
 import { consoleRoutes } from './routes/console.js'
 import { usageHandler } from './routes/usage.js'
@@ -401,88 +401,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     // The time bound is the one every request has to send its body in.
     drain: { maxBytes: config.maxDrainBytes, timeout: config.requestTimeout },
     onRateLimited: (plan) => metrics.rateLimited(plan),
-    onRequestDone: (r) => {
-      const a = r.annotations
-      const num = (v: unknown): number | undefined => (typeof v === 'number' ? v : undefined)
-      const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined)
-      // Set by the chat handler when a stream that began (200 sent) did not complete (chat/relay-stream.ts).
-      const streamFailure = a.streamFailure === undefined ? undefined : STREAM_FAILURE_REASONS.find((reason) => reason === a.streamFailure)
-      if (streamFailure !== undefined) metrics.streamFailed(streamFailure)
-      const errorCode = r.error?.code ?? str(a.streamError)
-      // Never the upstream's own text: it may quote the request.
-      const errorMessage = r.error ? (r.error.fromUpstream ? undefined : r.error.message) : str(a.streamErrorMessage)
-      metrics.observeRequest({ route: r.route, method: r.method, status: r.status, plan: r.tenant?.plan ?? 'none', durationMs: r.durationMs })
-      const model = typeof a.model === 'string' ? a.model : undefined
-      if (model !== undefined && a.upstreamHeadersMs !== undefined) {
-        const upstreamMs = num(a.upstreamMs)
-        // The model label takes only names the upstream accepted (its headers came and were not its error): a client
-        // sending made-up names to a refusing upstream would otherwise fill the 200 slots and push every real model
-        // into `other` (issue 29). What it refused is timed under `other`.
-        const accepted = r.error?.fromUpstream !== true
-        metrics.observeUpstream({
-          model: accepted ? model : OTHER,
-          headersMs: num(a.upstreamHeadersMs),
-          ttftMs: num(a.ttftMs),
-          ...(upstreamMs !== undefined ? { overheadMs: Math.max(0, r.durationMs - upstreamMs) } : {}),
-        })
-        if (a.promptTokens !== undefined || a.completionTokens !== undefined) {
-          metrics.tokens({
-            model,
-            prompt: num(a.promptTokens) ?? 0,
-            completion: num(a.completionTokens) ?? 0,
-            cached: num(a.cachedTokens) ?? 0,
-          })
-        }
-        // Usage counts what the upstream accepted: its headers came (upstreamHeadersMs) and were not its error.
-        if (r.tenant !== undefined && r.error?.fromUpstream !== true) {
-          usage.record({
-            tenant: r.tenant.id,
-            model,
-            inputTokens: num(a.promptTokens) ?? 0,
-            outputTokens: num(a.completionTokens) ?? 0,
-            cachedTokens: num(a.cachedTokens) ?? 0,
-          })
-          metrics.usageRequest(model)
-        }
-      }
-      logRequest(logger, {
-        requestId: r.requestId,
-        ...(r.clientRequestId !== undefined ? { clientRequestId: r.clientRequestId } : {}),
-        tenantId: r.tenant?.id ?? null,
-        plan: r.tenant?.plan ?? null,
-        method: r.method,
-        route: r.route,
-        status: r.status,
-        durationMs: r.durationMs,
-        ...(model !== undefined ? { model } : {}),
-        ...(typeof a.stream === 'boolean' ? { stream: a.stream } : {}),
-        ...(num(a.ttftMs) !== undefined ? { ttftMs: num(a.ttftMs) } : {}),
-        ...(num(a.upstreamMs) !== undefined ? { upstreamMs: num(a.upstreamMs) } : {}),
-        ...(num(a.promptTokens) !== undefined ? { promptTokens: num(a.promptTokens) } : {}),
-        ...(num(a.completionTokens) !== undefined ? { completionTokens: num(a.completionTokens) } : {}),
-        ...(num(a.cachedTokens) !== undefined ? { cachedTokens: num(a.cachedTokens) } : {}),
-        ...(streamFailure !== undefined ? { streamFailure } : {}),
-        ...(errorCode !== undefined ? { errorCode } : {}),
-        ...(r.error?.param ? { errorParam: r.error.param } : {}),
-        ...(errorMessage !== undefined ? { errorMessage } : {}),
-      })
-      if (r.trace !== undefined && r.tenant !== undefined && recorder.enabled) {
-        recorder.record(r.tenant.id, requestTrace(r.trace, {
-          id: r.requestId,
-          createdAt: now(),
-          route: r.route,
-          model: typeof a.model === 'string' ? a.model : '',
-          stream: a.stream === true,
-          status: r.status,
-          durationMs: r.durationMs,
-          promptTokens: num(a.promptTokens) ?? null,
-          completionTokens: num(a.completionTokens) ?? null,
-          cachedTokens: num(a.cachedTokens) ?? null,
-          error: r.error ? { code: r.error.code, message: r.error.fromUpstream ? 'the upstream reported an error' : r.error.message } : null,
-        }))
-      }
-      if (r.error && r.error.status >= 500) logger.error({ reqId: r.requestId, err: r.error.cause ?? r.error }, 'request failed')
-    },
+    onRequestDone: requestDone({ logger, metrics, usage, recorder, now }),
   })
 
   http.server.listen(config.port, config.host)

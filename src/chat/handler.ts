@@ -4,6 +4,7 @@
  * Nothing reaches the upstream before validation and packing have passed.
  */
 import type { Handler } from '../http/server.js'
+import type { RequestFacts } from '../http/request-facts.js'
 import { readJsonObject } from '../http/body.js'
 import { sendJsonText } from '../http/respond.js'
 import { gatewayError } from '../errors.js'
@@ -59,8 +60,8 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
     const body = await readJsonObject(ctx.req, o.limits.maxBodyBytes)
     const header = ctx.req.headers['x-session-id']
     const req = validateChat(body, o.limits, { sessionId: typeof header === 'string' ? utf8Header(header, 'x-session-id') : undefined })
-    ctx.annotations.model = req.model
-    ctx.annotations.stream = req.stream
+    ctx.facts.model = req.model
+    ctx.facts.stream = req.stream
 
     const authorization = ctx.req.headers.authorization
     if (authorization === undefined || authorization.trim() === '') throw gatewayError('missing_provider_key')
@@ -101,25 +102,25 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
         includeUsage: req.includeUsage,
         maxEventBytes: o.limits.maxEventBytes,
         onFirstToken: () => {
-          ctx.annotations.ttftMs = o.clock() - sentAt
+          ctx.facts.ttftMs = o.clock() - sentAt
         },
         onComplete: async (reply, usage) => {
-          ctx.annotations.upstreamMs = o.clock() - sentAt
+          ctx.facts.upstreamMs = o.clock() - sentAt
           o.planner.observeUsage(req.model, prepared.countedTokens, usage)
-          annotateUsage(ctx.annotations, usage)
+          annotateUsage(ctx.facts, usage)
           if (shouldSave) await save(o.planner, tenant, req, prepared, reply)
         },
       })
-      annotateOutcome(ctx.annotations, outcome)
+      annotateOutcome(ctx.facts, outcome)
       return
     }
 
     // Non-stream (or an upstream that answered a stream request with plain JSON).
     const { text, completion } = await readCompletion(call, { authorization, maxUpstreamBodyBytes: o.limits.maxUpstreamBodyBytes })
-    ctx.annotations.upstreamMs = o.clock() - sentAt
+    ctx.facts.upstreamMs = o.clock() - sentAt
     const usage = completion.usage as Usage | undefined
     o.planner.observeUsage(req.model, prepared.countedTokens, usage)
-    annotateUsage(ctx.annotations, usage)
+    annotateUsage(ctx.facts, usage)
     // A client that left before its reply arrived did not complete the exchange: nothing is saved.
     if (ctx.clientGone.aborted) throw gatewayError('client_closed_request')
     if (shouldSave) await save(o.planner, tenant, req, prepared, replyFromCompletion(completion))
@@ -145,20 +146,14 @@ async function save(planner: ChatPlanner, tenant: Tenant, req: ChatRequest, prep
  * The status (200) is on the wire already when a stream ends: how it ended is reported beside it, in the request line
  * and in recallgate_stream_failures_total (main.ts, onRequestDone), or a failed stream would pass for a success.
  */
-export function annotateOutcome(a: Record<string, string | number | boolean | undefined>, outcome: StreamOutcome): void {
-  a.outcome = outcome.kind
-  const failure = streamFailure(outcome)
-  if (failure !== undefined) {
-    a.streamFailure = failure.reason
-    a.streamError = failure.code
-    a.streamErrorMessage = failure.message
-  }
+export function annotateOutcome(facts: RequestFacts, outcome: StreamOutcome): void {
+  facts.streamFailure = streamFailure(outcome)
 }
 
-export function annotateUsage(a: Record<string, string | number | boolean | undefined>, usage: Usage | undefined): void {
+export function annotateUsage(facts: RequestFacts, usage: Usage | undefined): void {
   if (usage === undefined) return
-  a.promptTokens = usage.prompt_tokens
-  a.completionTokens = usage.completion_tokens
+  if (typeof usage.prompt_tokens === 'number') facts.promptTokens = usage.prompt_tokens
+  if (typeof usage.completion_tokens === 'number') facts.completionTokens = usage.completion_tokens
   const cached = usage.prompt_tokens_details?.cached_tokens
-  if (typeof cached === 'number') a.cachedTokens = cached
+  if (typeof cached === 'number') facts.cachedTokens = cached
 }

@@ -25,7 +25,7 @@ export async function callUpstream(
 ): Promise<UpstreamCall> {
   const sentAt = o.clock()
   const response = await upstream.chat(body, { authorization: o.authorization, signal: ctx.clientGone, stream: o.stream })
-  ctx.annotations.upstreamHeadersMs = o.clock() - sentAt
+  ctx.facts.upstreamHeadersMs = o.clock() - sentAt
   if (response.status < 200 || response.status >= 300) {
     const text = withoutSecret(await readUpstreamBody(response.body, o.maxUpstreamBodyBytes), o.authorization)
     const ra = response.headers['retry-after']

@@ -12,6 +12,7 @@ import { enforceDecision, type Limiter } from '../auth/rate-limiter.js'
 import { asGatewayError, gatewayError, toWire, type GatewayError } from '../errors.js'
 import type { Clock, Ms, PromptTrace, Tenant } from '../types.js'
 import { ClientGone } from './client-gone.js'
+import { RequestFacts } from './request-facts.js'
 import type { DrainLimits } from './drain.js'
 import { sendError, sendErrorBeforeBody } from './respond.js'
 import { storeFailure } from './store-failure.js'
@@ -30,8 +31,8 @@ export interface RequestContext {
   readonly signal: AbortSignal
   /** The same departure, cheap to create and to listen to; undici accepts it as a request's `signal`. */
   clientGone: ClientGone
-  /** Facts a handler wants in the request log line (model, stream, upstream timings, tokens). */
-  annotations: Record<string, string | number | boolean | undefined>
+  /** What the handler learned (model, stream, upstream timings, tokens, a failed stream): logs and metrics read it. */
+  readonly facts: RequestFacts
   /** How the request's prompt was packed (chat and responses): read by the request-trace recorder. */
   trace: PromptTrace | undefined
 }
@@ -43,7 +44,7 @@ export interface RequestContext {
 class Context implements RequestContext {
   params: Record<string, string> = {}
   tenant: Tenant | undefined = undefined
-  annotations: RequestContext['annotations'] = {}
+  readonly facts = new RequestFacts()
   trace: PromptTrace | undefined = undefined
   #query: URLSearchParams | undefined
   readonly #search: string
@@ -90,7 +91,7 @@ export interface RequestRecord {
   tenant: Tenant | undefined
   durationMs: Ms
   error: GatewayError | undefined
-  annotations: RequestContext['annotations']
+  facts: RequestFacts
   trace: PromptTrace | undefined
 }
 
@@ -197,7 +198,7 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
       tenant: undefined,
       durationMs: 0,
       error: failure,
-      annotations: {},
+      facts: new RequestFacts(),
       trace: undefined,
     })
   })
@@ -298,7 +299,7 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
           tenant: ctx.tenant,
           durationMs: opts.clock() - started,
           error: failure,
-          annotations: ctx.annotations,
+          facts: ctx.facts,
           trace: ctx.trace,
         })
       if (res.writableFinished || res.destroyed) done()

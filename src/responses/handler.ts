@@ -62,8 +62,8 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
       newId,
       sessionIdHeader: typeof header === 'string' ? utf8Header(header, 'x-session-id') : undefined,
     })
-    ctx.annotations.model = r.model
-    ctx.annotations.stream = r.stream
+    ctx.facts.model = r.model
+    ctx.facts.stream = r.stream
     const authorization = ctx.req.headers.authorization
     if (authorization === undefined || authorization.trim() === '') throw gatewayError('missing_provider_key')
 
@@ -129,7 +129,7 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
         includeUsage: true,
         maxEventBytes: o.limits.maxEventBytes,
         onFirstToken: () => {
-          ctx.annotations.ttftMs = o.clock() - call.sentAt
+          ctx.facts.ttftMs = o.clock() - call.sentAt
         },
         format: {
           chunk: (c) => encodeAll(translator.push(c)),
@@ -142,23 +142,23 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
           failure: (err) => encodeAll(translator.fail({ code: err.code, message: err.message })),
         },
         onComplete: async (reply, usage) => {
-          ctx.annotations.upstreamMs = o.clock() - call.sentAt
+          ctx.facts.upstreamMs = o.clock() - call.sentAt
           o.planner.observeUsage(r.model, prepared.countedTokens, usage)
-          annotateUsage(ctx.annotations, usage)
+          annotateUsage(ctx.facts, usage)
           const f = finished
           if (f === undefined) throw new Error('the stream completed without finishing')
           await persist(o, turn, reply, { status: f.status, output: f.output, usage: f.usage, incompleteDetails: f.incompleteDetails })
         },
       })
-      annotateOutcome(ctx.annotations, outcome)
+      annotateOutcome(ctx.facts, outcome)
       return
     }
 
     const { completion } = await readCompletion(call, { authorization, maxUpstreamBodyBytes: o.limits.maxUpstreamBodyBytes })
-    ctx.annotations.upstreamMs = o.clock() - call.sentAt
+    ctx.facts.upstreamMs = o.clock() - call.sentAt
     const usage = completion.usage as Usage | undefined
     o.planner.observeUsage(r.model, prepared.countedTokens, usage)
-    annotateUsage(ctx.annotations, usage)
+    annotateUsage(ctx.facts, usage)
     const mapped = completionToOutput(completion, { newId, customTools: r.customTools })
     const { status, incompleteDetails } = statusFromFinish(mapped.finishReason)
     if (status === 'failed') {

@@ -29,13 +29,13 @@ export function embeddingsHandler(o: EmbeddingsOptions): Handler {
     if (typeof body.input !== 'string' && !Array.isArray(body.input)) {
       throw invalidParam('input', 'input must be a string, an array of strings, or an array of token arrays')
     }
-    ctx.annotations.model = body.model
+    ctx.facts.model = body.model
     const authorization = ctx.req.headers.authorization
     if (authorization === undefined || authorization.trim() === '') throw gatewayError('missing_provider_key')
 
     const sentAt = o.clock()
     const res = await o.upstream.postJson('/embeddings', JSON.stringify(body), { authorization, signal: ctx.clientGone })
-    ctx.annotations.upstreamMs = o.clock() - sentAt
+    ctx.facts.upstreamMs = o.clock() - sentAt
     const text = await readUpstreamBody(res.body, o.maxUpstreamBodyBytes)
     if (res.status < 200 || res.status > 299) {
       const ra = res.headers['retry-after']
