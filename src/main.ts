@@ -100,6 +100,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     stores = await openStores({
       ...databaseOptions(config),
       lmdb: store,
+      checkLmdbRoom: (bytes) => capacity.check(bytes),
       maxMessagesPerSession: config.maxSessionMessages,
       now,
       counter,
@@ -181,14 +182,14 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   const sessions = stores.sessions
   const embedder = createEmbedder(config)
   const knowledge = new KnowledgeBase({
-    store,
+    files: stores.files,
     dataDir: config.dataDir,
     embedder,
     chunkTokens: config.chunkTokens,
     chunkOverlap: config.chunkOverlap,
     maxChunksPerFile: config.maxChunksPerFile,
     clock: now,
-    checkRoom: (bytes) => capacity.check(bytes),
+    ...(stores.checkFileRoom ? { checkRoom: stores.checkFileRoom } : {}),
     extract: {
       concurrency: config.extract.concurrency,
       timeoutMs: config.extract.timeout,
@@ -196,7 +197,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
       maxDecodedBytes: config.extract.maxDecodedBytes,
       maxTextChars: config.extract.maxTextChars,
     },
-    // Graph files are a cache of LMDB: a failed save is worth a warning (the next start rebuilds), not a failed request.
+    // Graph files are a cache of the store: a failed save is worth a warning (the next start rebuilds), not a failed request.
     onIndexSaveError: (err, file) => logger.warn({ err, file }, 'could not save an index file'),
   })
   // Off means neither indexing nor searching: turns saved meanwhile are not recallable after turning it back on.

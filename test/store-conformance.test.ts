@@ -1,84 +1,12 @@
 /**
- * The store contract (src/storage/interface.ts), one test file run against every engine: LMDB today, PostgreSQL when
- * it lands (add it to `engines`). Each case asserts what a caller of the interface relies on, nothing engine-specific.
+ * The store contract (src/storage/interface.ts), one test file run against every engine (test/helpers/store-engines.ts:
+ * LMDB, and PostgreSQL when the test cluster is there). Each case asserts what a caller of the interface relies on, nothing engine-specific.
  */
-import t, { type Test } from 'tap'
+import t from 'tap'
 import { hashKey } from '../src/auth/service-keys.js'
-import { TokenCounter } from '../src/context/tokenizer.js'
 import { GatewayError } from '../src/errors.js'
 import type { StoredItem, StoredResponse } from '../src/storage/interface.js'
-import { openStores, type Stores } from '../src/storage/open-stores.js'
-import { openStore } from '../src/storage/store.js'
-import { freshDatabase, POSTGRES_SKIP_REASON, testDatabaseUrl, withoutService } from './helpers/services.js'
-
-interface Opened extends Stores {
-  /** Close and open the same data again (a restart). */
-  reopen(): Promise<Opened>
-  /** Open the same data a second time beside this one (another process or replica). */
-  another(): Promise<Stores>
-}
-
-interface Engine {
-  name: string
-  /** Undefined when the engine can be tested here; else why not. */
-  skip: string | undefined
-  open(t: Test, opts?: { maxMessagesPerSession?: number }): Promise<Opened>
-}
-
-const counter = new TokenCounter({ margins: { '*': 0.1 } })
-const now = (): number => 1_700_000_000_000
-
-/** Both engines through the gateway's own factory (storage/open-stores.ts), LMDB in a temp dir in either case. */
-function engine(name: string, databaseUrl: (t: Test) => Promise<string | undefined>, skip: string | undefined): Engine {
-  return {
-    name,
-    skip,
-    async open(t, opts = {}) {
-      const dir = t.testdir()
-      const url = await databaseUrl(t)
-      const make = async (): Promise<Stores> => {
-        const lmdb = openStore({ dir })
-        const stores = await openStores({
-          databaseUrl: url,
-          databasePoolSize: 4,
-          databaseStatementTimeout: 10_000,
-          lmdb,
-          maxMessagesPerSession: opts.maxMessagesPerSession ?? 1000,
-          now,
-          counter,
-        })
-        let closed = false
-        const close = async (): Promise<void> => {
-          if (closed) return
-          closed = true
-          await stores.close()
-          await lmdb.close()
-        }
-        t.teardown(close)
-        return { ...stores, close }
-      }
-      const wrap = (s: Stores): Opened => ({
-        ...s,
-        reopen: async () => {
-          await s.close()
-          return wrap(await make())
-        },
-        another: make,
-      })
-      return wrap(await make())
-    },
-  }
-}
-
-const databaseUrl = testDatabaseUrl()
-const lmdb = engine('lmdb', async () => undefined, undefined)
-const postgres = engine(
-  'postgres',
-  async (t) => (databaseUrl === undefined ? undefined : freshDatabase(t, databaseUrl)),
-  databaseUrl === undefined ? POSTGRES_SKIP_REASON : undefined,
-)
-
-const engines: Engine[] = [lmdb, postgres]
+import { testableEngines } from './helpers/store-engines.js'
 
 const item = (id: string, text: string): StoredItem => ({
   type: 'message',
@@ -109,11 +37,7 @@ function response(id: string, previous: string | null, n: number): StoredRespons
   }
 }
 
-for (const engine of engines) {
-  if (engine.skip !== undefined) {
-    withoutService(t, `${engine.name}: the store contract`, engine.skip)
-    continue
-  }
+for (const engine of testableEngines(t, 'the store contract')) {
   t.test(`${engine.name}: a saved response reads back whole, survives a reopen, and its items resolve by id`, async (t) => {
     const s = await engine.open(t)
     await s.responses.save('tenant-a', response('resp_1', null, 1))

@@ -187,12 +187,16 @@ export class SessionRecall {
         meta: (ns) => this.#records.meta(ns),
         vectors: (ns) => this.#records.vectors(ns),
         changes: (ns, from, to) => this.#records.changes(ns, from, to),
-        vector: (ns, label) => this.#records.vector(ns, label),
-        document(ns, ref) {
+        added: (ns, docs) => {
           const owner = meta.get(ownerKey(ns)) as Owner | undefined
-          const seq = ref[0]
-          if (owner === undefined || typeof seq !== 'number') return undefined
-          return sessions.messagesAt(owner.tenant, owner.sessionId, [seq]).get(seq)?.text
+          if (owner === undefined) return []
+          const messages = sessions.messagesAt(owner.tenant, owner.sessionId, docs.flatMap(([, [seq]]) => (typeof seq === 'number' ? [seq] : [])))
+          const vectors = this.#records.vectorsAt(ns, docs.map(([label]) => label))
+          return docs.flatMap(([label, [seq]]) => {
+            const text = typeof seq === 'number' ? messages.get(seq)?.text : undefined
+            const vector = vectors.get(label)
+            return text === undefined || vector === undefined ? [] : [{ label, text, vector }]
+          })
         },
         *documents(ns) {
           const owner = meta.get(ownerKey(ns)) as Owner | undefined

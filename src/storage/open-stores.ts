@@ -2,15 +2,18 @@
  * The one place the store engine is chosen: the embedded LMDB repositories (no DATABASE_URL), or PostgreSQL shared by
  * every replica (storage/postgres/). Everything else holds the interfaces (storage/interface.ts) and never asks which.
  *
- * The LMDB environment in DATA_DIR is opened by the caller in both cases: the knowledge base (files, chunks, vectors
- * and their indexes) stays in it for now (docs/scaling.md says what that means for replicas on several hosts).
+ * The LMDB environment in DATA_DIR is opened by the caller in both cases: with PostgreSQL it still holds what is per
+ * replica (long-term recall's index records, request traces; docs/scaling.md), and DATA_DIR holds every replica's
+ * own graph files (a cache of the vectors in the store).
  */
 import type { TokenCounter } from '../context/tokenizer.js'
 import type { Clock, Ms } from '../types.js'
 import { ConversationRepo } from './conversation-repo.js'
-import type { ConversationStore, KeyStore, ResponseStore, SessionStore, UsageStore } from './interface.js'
+import { FileRepo } from './file-repo.js'
+import type { ConversationStore, FileStore, KeyStore, ResponseStore, SessionStore, UsageStore } from './interface.js'
 import { KeyRepo } from './key-repo.js'
 import { PgConversationStore } from './postgres/conversation-store.js'
+import { PgFileStore } from './postgres/file-store.js'
 import { PgKeyStore } from './postgres/key-store.js'
 import { migrate } from './postgres/migrations.js'
 import { Pg } from './postgres/pool.js'
@@ -31,6 +34,14 @@ export interface Stores {
   readonly responses: ResponseStore
   readonly conversations: ConversationStore
   readonly usage: UsageStore
+  /** The knowledge base: files, chunks, vectors and the index change log every process's indexes catch up from. */
+  readonly files: FileStore
+  /**
+   * Refuses an upload of about this many bytes when the engine holding files has no room (LMDB: MIN_FREE_DISK and
+   * LMDB_MAP_SIZE, the `checkLmdbRoom` given). Undefined on PostgreSQL: its disk is the database operator's, and a
+   * full one fails the commit, which answers the upload with an error and stores nothing.
+   */
+  readonly checkFileRoom: ((bytes: number) => Promise<void>) | undefined
   /**
    * The LMDB session repository, when sessions live in LMDB: long-term recall indexes saved turns through its hooks in
    * the save's own transaction. Undefined on PostgreSQL, where recall is not available yet (docs/scaling.md).
@@ -51,6 +62,8 @@ export interface OpenStoresOptions {
   databaseStatementTimeout: Ms
   /** DATA_DIR's LMDB environment (opened and closed by the caller). */
   lmdb: Store
+  /** Throws when DATA_DIR's LMDB has no room for about this many more bytes (the gateway's StoreCapacity). */
+  checkLmdbRoom?: (bytes: number) => Promise<void>
   maxMessagesPerSession: number
   /** Epoch ms for stored timestamps. */
   now: Clock
@@ -71,6 +84,8 @@ export async function openStores(o: OpenStoresOptions): Promise<Stores> {
       responses: new ResponseRepo(o.lmdb),
       conversations: new ConversationRepo(o.lmdb),
       usage: new UsageRepo(o.lmdb),
+      files: new FileRepo(o.lmdb),
+      checkFileRoom: o.checkLmdbRoom,
       recallSessions: sessions,
       readiness: [lmdbReady(o.lmdb)],
       // The environment is the caller's to close.
@@ -99,6 +114,8 @@ export async function openStores(o: OpenStoresOptions): Promise<Stores> {
       responses: new PgResponseStore(pg),
       conversations: new PgConversationStore(pg),
       usage: new PgUsageStore(pg),
+      files: new PgFileStore(pg),
+      checkFileRoom: undefined,
       recallSessions: undefined,
       readiness: [lmdbReady(o.lmdb), { name: 'postgres', check: () => pg.ping() }],
       close: async () => {
