@@ -29,7 +29,6 @@ import { sessionRoutes } from './routes/sessions.js'
 import { conversationRoutes } from './routes/conversations.js'
 import { responseRoutes } from './routes/responses.js'
 import { responsesHandler } from './responses/handler.js'
-import { TraceRepo } from './storage/trace-repo.js'
 import { TraceRecorder } from './traces/trace-recorder.js'
 import { requestRoutes } from './routes/requests.js'
 import { consoleRoutes } from './routes/console.js'
@@ -241,7 +240,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
 
   const responses = stores.responses
   const conversations = stores.conversations
-  const traces = new TraceRepo(store)
+  const traces = stores.traces
   const recorder = new TraceRecorder({
     store: traces,
     keep: config.requestTraces,

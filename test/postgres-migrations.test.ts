@@ -39,7 +39,7 @@ if (baseUrl === undefined) {
     t.equal(first.version, SCHEMA_VERSION)
     t.same(await tables(pg), [
       'chunks', 'conversations', 'files', 'index_log', 'index_meta', 'keys', 'messages', 'response_items', 'responses',
-      'schema_migrations', 'sessions', 'usage', 'vectors',
+      'schema_migrations', 'sessions', 'traces', 'usage', 'vectors',
     ])
     const again = await migrate(pg.pool)
     t.same(again.applied, [], 'nothing left to apply')

@@ -5,7 +5,7 @@
 import t from 'tap'
 import { hashKey } from '../src/auth/service-keys.js'
 import { GatewayError } from '../src/errors.js'
-import type { StoredItem, StoredResponse } from '../src/storage/interface.js'
+import type { RequestTrace, StoredItem, StoredResponse } from '../src/storage/interface.js'
 import { testableEngines } from './helpers/store-engines.js'
 
 const item = (id: string, text: string): StoredItem => ({
@@ -226,5 +226,45 @@ for (const engine of testableEngines(t, 'the store contract')) {
     const other = await again.another()
     await other.usage.add([e('tenant-b', '2026-11-25', 'm/x', 1)])
     t.same((await again.usage.list('tenant-b', {}))[0]?.requests, 2, "another instance's adds count toward the same row")
+  })
+}
+
+function trace(id: string, createdAt: number, sessionId: string | null): RequestTrace {
+  return {
+    id,
+    createdAt,
+    route: '/api/v1/chat/completions',
+    model: 'openai/gpt-4o',
+    stream: false,
+    status: 200,
+    durationMs: 12,
+    promptTokens: 10,
+    completionTokens: 2,
+    cachedTokens: null,
+    error: null,
+    sessionId,
+    messages: [{ role: 'user', content: `asked in ${id} \u0000 with a NUL` }],
+  } as unknown as RequestTrace
+}
+
+for (const engine of testableEngines(t, 'request traces')) {
+  t.test(`${engine.name}: request traces: newest first, bounded per tenant, by id, deleted with their session`, async (t) => {
+    const s = await engine.open(t)
+    const other = await s.another()
+    await s.traces.append([{ tenant: 'tenant-a', trace: trace('req-1', 1000, 's1') }, { tenant: 'tenant-b', trace: trace('req-2', 1001, 's1') }], 3)
+    await other.traces.append(
+      [2, 3, 4, 5].map((i) => ({ tenant: 'tenant-a', trace: trace(`req-a${i}`, 1000 + i, i % 2 === 0 ? 's2' : 's1') })),
+      3,
+    )
+    t.same((await s.traces.list('tenant-a', 3)).map((x) => x.id), ['req-a5', 'req-a4', 'req-a3'], "newest first, through either instance's writes")
+    t.same((await s.traces.list('tenant-b', 3)).map((x) => x.id), ['req-2'], 'per tenant')
+    const got = await other.traces.get('tenant-a', 'req-a4')
+    t.same(got?.messages, [{ role: 'user', content: 'asked in req-a4 \u0000 with a NUL' }], 'kept whole')
+    t.equal(await s.traces.get('tenant-b', 'req-a4'), undefined, "another tenant's trace is not found")
+    t.equal(await s.traces.get('tenant-a', 'a\u0000b'), undefined)
+    // How many went depends on how eagerly the engine prunes beyond `keep` (LMDB lets a few more stay): req-a4 at least.
+    t.ok((await s.traces.deleteSession('tenant-a', 's2')) >= 1, "the session's traces go")
+    t.same((await other.traces.list('tenant-a', 10)).map((x) => x.id).filter((id) => id !== 'req-1'), ['req-a5', 'req-a3'])
+    t.same((await s.traces.list('tenant-b', 3)).map((x) => x.id), ['req-2'], "another tenant's session of the same id stays")
   })
 }

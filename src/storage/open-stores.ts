@@ -3,14 +3,14 @@
  * every replica (storage/postgres/). Everything else holds the interfaces (storage/interface.ts) and never asks which.
  *
  * The LMDB environment in DATA_DIR is opened by the caller in both cases: with PostgreSQL it still holds what is per
- * replica (long-term recall's index records, request traces; docs/scaling.md), and DATA_DIR holds every replica's
+ * replica (long-term recall's index records; docs/scaling.md), and DATA_DIR holds every replica's
  * own graph files (a cache of the vectors in the store).
  */
 import type { TokenCounter } from '../context/tokenizer.js'
 import type { Clock, Ms } from '../types.js'
 import { ConversationRepo } from './conversation-repo.js'
 import { FileRepo } from './file-repo.js'
-import type { ConversationStore, FileStore, KeyStore, ResponseStore, SessionStore, UsageStore } from './interface.js'
+import type { ConversationStore, FileStore, KeyStore, ResponseStore, SessionStore, TraceStore, UsageStore } from './interface.js'
 import { KeyRepo } from './key-repo.js'
 import { PgConversationStore } from './postgres/conversation-store.js'
 import { PgFileStore } from './postgres/file-store.js'
@@ -19,9 +19,11 @@ import { migrate } from './postgres/migrations.js'
 import { Pg } from './postgres/pool.js'
 import { PgResponseStore } from './postgres/response-store.js'
 import { PgSessionStore } from './postgres/session-store.js'
+import { PgTraceStore } from './postgres/trace-store.js'
 import { PgUsageStore } from './postgres/usage-store.js'
 import { ResponseRepo } from './response-repo.js'
 import { SessionRepo } from './session-repo.js'
+import { TraceRepo } from './trace-repo.js'
 import { UsageRepo } from './usage-repo.js'
 import type { Store } from './store.js'
 
@@ -34,6 +36,8 @@ export interface Stores {
   readonly responses: ResponseStore
   readonly conversations: ConversationStore
   readonly usage: UsageStore
+  /** Request traces (diagnostics, bounded per tenant). */
+  readonly traces: TraceStore
   /** The knowledge base: files, chunks, vectors and the index change log every process's indexes catch up from. */
   readonly files: FileStore
   /**
@@ -84,6 +88,7 @@ export async function openStores(o: OpenStoresOptions): Promise<Stores> {
       responses: new ResponseRepo(o.lmdb),
       conversations: new ConversationRepo(o.lmdb),
       usage: new UsageRepo(o.lmdb),
+      traces: new TraceRepo(o.lmdb),
       files: new FileRepo(o.lmdb),
       checkFileRoom: o.checkLmdbRoom,
       recallSessions: sessions,
@@ -114,6 +119,7 @@ export async function openStores(o: OpenStoresOptions): Promise<Stores> {
       responses: new PgResponseStore(pg),
       conversations: new PgConversationStore(pg),
       usage: new PgUsageStore(pg),
+      traces: new PgTraceStore(pg),
       files: new PgFileStore(pg),
       checkFileRoom: undefined,
       recallSessions: undefined,

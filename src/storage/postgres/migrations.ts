@@ -132,6 +132,20 @@ export const MIGRATIONS: readonly Migration[] = [
         PRIMARY KEY (tenant, day, model)
       );`,
   },
+  {
+    version: 4,
+    name: 'request traces per tenant, newest first; the knowledge base uses the tables of version 1',
+    sql: `
+      CREATE TABLE traces (
+        tenant     text NOT NULL,
+        created_at bigint NOT NULL,
+        id         text NOT NULL,
+        session_id text,
+        trace      text NOT NULL,
+        PRIMARY KEY (tenant, created_at, id)
+      );
+      CREATE INDEX traces_by_session ON traces (tenant, session_id);`,
+  },
 ]
 
 export const SCHEMA_VERSION = MIGRATIONS.at(-1)?.version ?? 0
