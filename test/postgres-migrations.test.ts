@@ -9,6 +9,9 @@ import t, { type Test } from 'tap'
 import { hashKey } from '../src/auth/service-keys.js'
 import { main } from '../src/cli/main.js'
 import { TokenCounter } from '../src/context/tokenizer.js'
+import { KnowledgeBase } from '../src/knowledge/knowledge-base.js'
+import { LocalEmbedder } from '../src/retrieval/embedder.js'
+import type { FileStore, RequestTrace } from '../src/storage/interface.js'
 import { openStores } from '../src/storage/open-stores.js'
 import { openStore } from '../src/storage/store.js'
 import { MIGRATIONS, SCHEMA_VERSION, migrate } from '../src/storage/postgres/migrations.js'
@@ -114,12 +117,20 @@ if (baseUrl === undefined) {
       messages: [{ message: { role: 'user', content: 'hi' }, tokens: 1 }], usage: null, error: null, incompleteDetails: null, echo: { instructions: null },
     })
     await embedded.usage.add([{ tenant: 't1', date: '2026-11-25', model: 'openai/gpt-4o', requests: 2, inputTokens: 30, outputTokens: 7, cachedTokens: 4 }])
+    await embedded.traces.append([{ tenant: 't1', trace: { id: 'req_1', createdAt: 9, sessionId: 'trip', messages: [] } as unknown as RequestTrace }], 10)
+    const kb = (files: FileStore, dir: string) =>
+      new KnowledgeBase({ files, dataDir: dir, embedder: new LocalEmbedder(), chunkTokens: 64, chunkOverlap: 8, maxChunksPerFile: 100, clock: () => 1_700_000_000_000, prepareInWorker: false })
+    const upload = (filename: string, text: string) => ({ filename, contentType: 'text/plain', bytes: Buffer.from(text), metadata: { from: 'lmdb' } })
+    const embeddedKb = kb(embedded.files, dataDir)
+    const lighthouse = await embeddedKb.ingest('t1', upload('keepers.txt', 'The lighthouse keeper of Skerryvore is called Morwenna.'))
+    const tides = await embeddedKb.ingest('t2', upload('tides.txt', 'Spring tides reach five metres.'))
+    await embeddedKb.close()
     await embedded.close()
 
     const url = await freshDatabase(t, baseUrl)
     const io = capturedIo({ DATABASE_URL: url, DATA_DIR: tmp() })
     t.equal(await main(['migrate', '--from-lmdb', dataDir], io), 0, io.err())
-    t.match(io.out(), /copied from .*: 2 keys, 2 sessions, 5 messages, 1 responses, 1 conversations, 1 usage rows/)
+    t.match(io.out(), /copied from .*: 2 keys, 2 sessions, 5 messages, 1 responses, 1 conversations, 1 usage rows, 1 request traces, 2 files, 2 chunks/)
 
     const pg = await open(tmp(), url)
     t.teardown(() => pg.close())
@@ -132,10 +143,33 @@ if (baseUrl === undefined) {
     t.same(await pg.usage.list('t1', {}), [{ date: '2026-11-25', model: 'openai/gpt-4o', requests: 2, inputTokens: 30, outputTokens: 7, cachedTokens: 4 }], 'usage comes along')
     const next = await pg.sessions.appendExchange('t1', 'trip', [{ role: 'user', content: 'and back?' }])
     t.same(next.map((m) => m.seq), [4], 'the session goes on where it left off')
+    t.equal((await pg.traces.get('t1', 'req_1'))?.sessionId, 'trip', 'request traces come along')
+    const replicaKb = kb(pg.files, tmp())
+    t.teardown(() => replicaKb.close())
+    t.same((await replicaKb.search('t1', 'lighthouse keeper Morwenna', 1)).map((h) => [h.file_id, h.metadata]), [[lighthouse.id, { from: 'lmdb' }]], 'the files are searched from PostgreSQL')
+    t.same((await replicaKb.search('t1', 'lighthouse keeper', 1, 'vector')).map((h) => h.file_id), [lighthouse.id], 'vectors too')
+    t.notOk((await replicaKb.search('t1', 'spring tides', 5)).some((h) => h.file_id === tides.id), 'tenants stay apart')
+    t.same((await replicaKb.search('t2', 'spring tides', 1)).map((h) => h.file_id), [tides.id])
+    const more = await replicaKb.ingest('t1', upload('more.txt', 'The keeper has a dog named Biscuit.'))
+    t.same((await replicaKb.search('t1', 'dog Biscuit', 1)).map((h) => h.file_id), [more.id], 'uploads continue after the copied labels')
+    t.same((await replicaKb.search('t1', 'lighthouse keeper Morwenna', 1)).map((h) => h.file_id), [lighthouse.id])
 
     const twice = capturedIo({ DATABASE_URL: url, DATA_DIR: tmp() })
     t.equal(await main(['migrate', '--from-lmdb', dataDir], twice), 0)
-    t.match(twice.out(), /0 keys, 0 sessions, 0 messages, 0 responses, 0 conversations, 0 usage rows/, 'a second run copies nothing twice')
+    t.match(twice.out(), /0 keys, 0 sessions, 0 messages, 0 responses, 0 conversations, 0 usage rows, 0 request traces, 0 files, 0 chunks/, 'a second run copies nothing twice')
+    t.equal(twice.err(), '', 'and skips no tenant: their files are the copied ones')
+
+    // Another embedded deployment's files for t1, whose knowledge base in PostgreSQL is now another one: left out.
+    const otherDir = tmp()
+    const otherEmbedded = await open(otherDir)
+    const otherKb = kb(otherEmbedded.files, otherDir)
+    await otherKb.ingest('t1', upload('clash.txt', 'A file whose labels would collide.'))
+    await otherKb.close()
+    await otherEmbedded.close()
+    const clash = capturedIo({ DATABASE_URL: url, DATA_DIR: tmp() })
+    t.equal(await main(['migrate', '--from-lmdb', otherDir], clash), 0, clash.err())
+    t.match(clash.out(), /0 files, 0 chunks/)
+    t.match(clash.err(), /the files of 1 tenant\(s\) were not copied/)
     const missing = capturedIo({ DATABASE_URL: url, DATA_DIR: tmp() })
     t.equal(await main(['migrate', '--from-lmdb', join(dataDir, 'nope')], missing), 1)
     t.match(missing.err(), /holds no recallgate LMDB data/)
