@@ -5,12 +5,13 @@
  * label is a number unique in the namespace and never reused, and the ref is whatever the owner needs to find the
  * document again (e.g. [fileId, chunkIndex]).
  *
- * Consistency: the owner writes documents and vectors to LMDB in one transaction that also bumps the namespace's
- * `version`, and only after the commit calls `applyAdd`/`applyRemove` with the version it started from. A loaded
- * namespace applies a change only if it is at exactly that version; one that is already past it ignores it; anything
- * else means it missed a change, so it is dropped and reloaded from LMDB on next use. Loading rebuilds BM25 from the
- * documents and takes the HNSW graph from its file when the file is current (see vector-index.ts), else rebuilds it
- * from the stored vectors and saves it.
+ * Consistency: the owner writes documents and vectors to its store (LMDB, or PostgreSQL shared by replicas) in one
+ * transaction that also bumps the namespace's `version`, and only after the commit calls `applyAdd`/`applyRemove` with
+ * the version it started from. A loaded namespace applies a change only if it is at exactly that version; one that is
+ * already past it ignores it; anything else means it missed a change (another process's), which it applies from the
+ * source's change log when it can and else reloads from the store on next use. Every search reads the committed meta
+ * first, so it sees every change committed before it. Loading rebuilds BM25 from the documents and takes the HNSW graph
+ * from its file when the file is current (see vector-index.ts), else rebuilds it from the stored vectors and saves it.
  *
  * Bounds: at most `maxLoaded` namespaces in memory (least recently used evicted, saved first if changed) and at most
  * `maxDocsPerNamespace` documents each. Changed graphs are saved `saveDelay` after the first unsaved change (later

@@ -21,6 +21,8 @@ export interface StoreEngine {
   /** Undefined when the engine can be tested here; else why not. */
   skip: string | undefined
   open(t: Test, opts?: { maxMessagesPerSession?: number }): Promise<OpenedStores>
+  /** The gateway configuration that selects this engine (a fresh database for PostgreSQL), for end-to-end tests. */
+  env(t: Test): Promise<Record<string, string>>
 }
 
 const counter = new TokenCounter({ margins: { '*': 0.1 } })
@@ -34,6 +36,10 @@ function engine(name: string, databaseUrl: ((t: Test) => Promise<string>) | unde
   return {
     name,
     skip,
+    env: async (t): Promise<Record<string, string>> => {
+      const url = await databaseUrl?.(t)
+      return url === undefined ? {} : { DATABASE_URL: url }
+    },
     async open(t, opts = {}) {
       const shared = t.testdir()
       const url = await databaseUrl?.(t)
