@@ -149,3 +149,18 @@ for (const engine of testableEngines(t, 'the knowledge base store contract')) {
     t.equal((await s.files.index.changes(nsOf('tenant-a'), n - INDEX_LOG_KEEP + 1, n))?.length, INDEX_LOG_KEEP)
   })
 }
+
+for (const engine of testableEngines(t, 'reading a knowledge base larger than a page')) {
+  t.test(`${engine.name}: a tenant's chunks and vectors are read whole, past any page size, in key order`, async (t) => {
+    const s = await engine.open(t)
+    const n = 4_100 // more than two of PostgreSQL's 2,000-row pages
+    await insert(s.files, 'tenant-a', 'file-a', Array.from({ length: n }, (_, i) => `chunk ${i}`))
+    await insert(s.files, 'tenant-a', 'file-b', ['last'])
+    const chunks = await all(s.files.tenantChunks('tenant-a'))
+    t.equal(chunks.length, n + 1)
+    t.same(chunks.slice(1998, 2002).map((c) => c.index), [1998, 1999, 2000, 2001], 'no chunk lost or repeated at a page boundary')
+    t.same(chunks.at(-1) && [chunks.at(-1)?.fileId, chunks.at(-1)?.file.filename], ['file-b', 'file-b.txt'])
+    const labels = (await all(s.files.index.vectors(nsOf('tenant-a')))).map((v) => v.label)
+    t.same(labels, Array.from({ length: n + 1 }, (_, i) => i))
+  })
+}
