@@ -200,15 +200,10 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     onIndexSaveError: (err, file) => logger.warn({ err, file }, 'could not save an index file'),
   })
   // Off means neither indexing nor searching: turns saved meanwhile are not recallable after turning it back on.
-  // Recall indexes saved turns in the save's own LMDB transaction (session-recall.ts), so it needs sessions in LMDB;
-  // with PostgreSQL it is not available yet (docs/scaling.md) and the history is packed without recalled turns.
-  const recallSessions = config.recallEnabled ? stores.recallSessions : undefined
-  if (config.recallEnabled && recallSessions === undefined)
-    logger.warn({ store: stores.engine }, 'long-term recall (RECALL=on) is not available with this store yet: turned off')
-  const recall = recallSessions
+  // Recall indexes saved turns in the save's own transaction, through the store's hooks (storage/open-stores.ts).
+  const recall = config.recallEnabled
     ? new SessionRecall({
-        store,
-        sessions: recallSessions,
+        records: stores.recall,
         embedder,
         counter,
         dataDir: config.dataDir,

@@ -41,8 +41,8 @@ if (baseUrl === undefined) {
     t.same(first.applied, MIGRATIONS.map((m) => m.version))
     t.equal(first.version, SCHEMA_VERSION)
     t.same(await tables(pg), [
-      'chunks', 'conversations', 'files', 'index_log', 'index_meta', 'keys', 'messages', 'response_items', 'responses',
-      'schema_migrations', 'sessions', 'traces', 'usage', 'vectors',
+      'chunks', 'conversations', 'files', 'index_log', 'index_meta', 'keys', 'messages', 'recall_docs', 'recall_owners',
+      'response_items', 'responses', 'schema_migrations', 'sessions', 'traces', 'usage', 'vectors',
     ])
     const again = await migrate(pg.pool)
     t.same(again.applied, [], 'nothing left to apply')

@@ -24,6 +24,14 @@ export function metaAfterAdd(before: IndexMeta | undefined, adding: number, dime
   return meta
 }
 
+/**
+ * Whether adding vectors of `dimension` from `embedderId` must start the namespace over: its live vectors came from
+ * another embedder and cannot be searched together with them.
+ */
+export function startsOver(before: IndexMeta | undefined, embedderId: string, dimension: number): boolean {
+  return before !== undefined && before.count > 0 && (before.embedderId !== embedderId || before.dimension !== dimension)
+}
+
 /** The meta after removing `removed` labels. */
 export function metaAfterRemove(before: IndexMeta | undefined, removed: number): IndexMeta {
   return {

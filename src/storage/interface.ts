@@ -245,6 +245,56 @@ export interface FileStore {
   deleteFile(tenant: string, namespace: string, id: string, onChange?: (change: IndexChange) => void): Promise<IndexChange | undefined>
 }
 
+/** Returned by a store hook to run once its transaction has committed (e.g. to update an in-memory index). */
+export type AfterCommit = () => void
+
+/** What long-term recall computed for the messages of a save, before its transaction: embeddings and line counts. */
+export interface RecallPrepared {
+  vectors: Float32Array[]
+  lines: Tokens[]
+}
+
+/** What a save did to a session's recall namespace, for the loaded index to follow once it has committed. */
+export interface RecallWrite {
+  namespace: string
+  /** The namespace was dropped before the additions (its vectors came from another embedder). */
+  dropped: boolean
+  removed?: IndexChange
+  added?: { change: IndexChange; docs: Array<{ seq: number; label: number; text: string; vector: Float32Array }> }
+  /** Seqs the save removed (pruned, or rewound): their cached line counts are stale. */
+  gone: number[]
+}
+
+/** Recall's side of the hooks a RecallStore runs in every save and delete of a session. */
+export interface RecallIndexer {
+  readonly embedderId: string
+  namespaceOf(tenant: string, sessionId: string): string
+  /** Before the save's transaction; undefined leaves the save's messages unindexed (an embedder failure). */
+  prepare(messages: readonly ChatMessage[]): Promise<RecallPrepared | undefined>
+  /** Once the save has committed. */
+  saved(write: RecallWrite): void
+  /** Once the delete has committed, and also before (a search meanwhile reloads the state still committed). */
+  deleted(namespace: string): void
+}
+
+/**
+ * What long-term recall keeps beside each session: the session's namespace (vectors, meta and change log, as the
+ * knowledge base's), each indexed turn's label and rendered-line token count by seq, and the namespace's owner. It is
+ * written by hooks in the session's own save and delete transactions (`attach`), so a turn is recallable exactly when
+ * it is saved and never after its session is deleted, through every process sharing the store.
+ */
+export interface RecallStore {
+  readonly index: IndexRecordsReader
+  owner(namespace: string): Awaitable<{ tenant: string; sessionId: string } | undefined>
+  /** seq → label of every indexed turn. */
+  labels(namespace: string): Awaitable<Map<number, number>>
+  /** seq → line tokens of those of `seqs` that are indexed. */
+  lines(namespace: string, seqs: readonly number[]): Awaitable<Map<number, Tokens>>
+  messagesAt(tenant: string, sessionId: string, seqs: Iterable<number>): Awaitable<Map<number, StoredMessage>>
+  /** Index every save and delete of a session from now on, in its transaction. */
+  attach(indexer: RecallIndexer): void
+}
+
 /** One request's trace: what it was, what it cost, and how its prompt was packed (never the provider key). */
 export interface RequestTrace extends PromptTrace {
   /** The request's `x-request-id`. */

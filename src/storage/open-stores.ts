@@ -2,25 +2,26 @@
  * The one place the store engine is chosen: the embedded LMDB repositories (no DATABASE_URL), or PostgreSQL shared by
  * every replica (storage/postgres/). Everything else holds the interfaces (storage/interface.ts) and never asks which.
  *
- * The LMDB environment in DATA_DIR is opened by the caller in both cases: with PostgreSQL it still holds what is per
- * replica (long-term recall's index records; docs/scaling.md), and DATA_DIR holds every replica's
- * own graph files (a cache of the vectors in the store).
+ * The LMDB environment in DATA_DIR is opened by the caller in both cases (with PostgreSQL nothing shared is kept in it:
+ * DATA_DIR then holds each replica's own graph files, caches of the vectors in the store; docs/scaling.md).
  */
 import type { TokenCounter } from '../context/tokenizer.js'
 import type { Clock, Ms } from '../types.js'
 import { ConversationRepo } from './conversation-repo.js'
 import { FileRepo } from './file-repo.js'
-import type { ConversationStore, FileStore, KeyStore, ResponseStore, SessionStore, TraceStore, UsageStore } from './interface.js'
+import type { ConversationStore, FileStore, KeyStore, RecallStore, ResponseStore, SessionStore, TraceStore, UsageStore } from './interface.js'
 import { KeyRepo } from './key-repo.js'
 import { PgConversationStore } from './postgres/conversation-store.js'
 import { PgFileStore } from './postgres/file-store.js'
 import { PgKeyStore } from './postgres/key-store.js'
+import { PgRecallStore } from './postgres/recall-store.js'
 import { migrate } from './postgres/migrations.js'
 import { Pg } from './postgres/pool.js'
 import { PgResponseStore } from './postgres/response-store.js'
 import { PgSessionStore } from './postgres/session-store.js'
 import { PgTraceStore } from './postgres/trace-store.js'
 import { PgUsageStore } from './postgres/usage-store.js'
+import { RecallRepo } from './recall-repo.js'
 import { ResponseRepo } from './response-repo.js'
 import { SessionRepo } from './session-repo.js'
 import { TraceRepo } from './trace-repo.js'
@@ -46,11 +47,8 @@ export interface Stores {
    * full one fails the commit, which answers the upload with an error and stores nothing.
    */
   readonly checkFileRoom: ((bytes: number) => Promise<void>) | undefined
-  /**
-   * The LMDB session repository, when sessions live in LMDB: long-term recall indexes saved turns through its hooks in
-   * the save's own transaction. Undefined on PostgreSQL, where recall is not available yet (docs/scaling.md).
-   */
-  readonly recallSessions: SessionRepo | undefined
+  /** Long-term recall's records, written by hooks in the sessions' own save and delete transactions. */
+  readonly recall: RecallStore
   /**
    * Readiness, one check per engine this process depends on: DATA_DIR's LMDB always (the knowledge base lives there),
    * PostgreSQL when configured. Each resolves when its engine answers and rejects when it cannot.
@@ -91,7 +89,7 @@ export async function openStores(o: OpenStoresOptions): Promise<Stores> {
       traces: new TraceRepo(o.lmdb),
       files: new FileRepo(o.lmdb),
       checkFileRoom: o.checkLmdbRoom,
-      recallSessions: sessions,
+      recall: new RecallRepo(o.lmdb, sessions),
       readiness: [lmdbReady(o.lmdb)],
       // The environment is the caller's to close.
       close: async () => {},
@@ -112,9 +110,10 @@ export async function openStores(o: OpenStoresOptions): Promise<Stores> {
       onReloadError: (err) => log('warn', 'could not reload the service keys (the cached ones keep working)', { store: 'postgres', err }),
     })
     await keys.start()
+    const sessions = new PgSessionStore(pg, { maxMessagesPerSession: o.maxMessagesPerSession, clock: o.now, counter: o.counter })
     return {
       engine: 'postgres',
-      sessions: new PgSessionStore(pg, { maxMessagesPerSession: o.maxMessagesPerSession, clock: o.now, counter: o.counter }),
+      sessions,
       keys,
       responses: new PgResponseStore(pg),
       conversations: new PgConversationStore(pg),
@@ -122,7 +121,7 @@ export async function openStores(o: OpenStoresOptions): Promise<Stores> {
       traces: new PgTraceStore(pg),
       files: new PgFileStore(pg),
       checkFileRoom: undefined,
-      recallSessions: undefined,
+      recall: new PgRecallStore(pg, sessions),
       readiness: [lmdbReady(o.lmdb), { name: 'postgres', check: () => pg.ping() }],
       close: async () => {
         keys.stop()

@@ -134,7 +134,7 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 4,
-    name: 'request traces per tenant, newest first; the knowledge base uses the tables of version 1',
+    name: "request traces per tenant; long-term recall's turns and owners (the knowledge base uses version 1's tables)",
     sql: `
       CREATE TABLE traces (
         tenant     text NOT NULL,
@@ -144,7 +144,19 @@ export const MIGRATIONS: readonly Migration[] = [
         trace      text NOT NULL,
         PRIMARY KEY (tenant, created_at, id)
       );
-      CREATE INDEX traces_by_session ON traces (tenant, session_id);`,
+      CREATE INDEX traces_by_session ON traces (tenant, session_id);
+      CREATE TABLE recall_owners (
+        namespace  text PRIMARY KEY,
+        tenant     text NOT NULL,
+        session_id text COLLATE "C" NOT NULL
+      );
+      CREATE TABLE recall_docs (
+        namespace text NOT NULL,
+        seq       bigint NOT NULL,
+        label     integer NOT NULL,
+        line      integer NOT NULL,
+        PRIMARY KEY (namespace, seq)
+      );`,
   },
 ]
 
