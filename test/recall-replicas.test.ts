@@ -56,6 +56,12 @@ for (const engine of testableEngines(t, 'long-term recall over a shared store'))
 
     await second.sessions.appendExchange('tenant-a', 'long', FACT)
     t.match(await recalled(a, 'Bartholomew sardines'), /Bartholomew/)
+    // A client that regenerates its last turn: the replaced seqs are unindexed and their new messages indexed.
+    const last = (await first.sessions.history('tenant-a', 'long')).at(-2)?.seq ?? -1
+    await second.sessions.appendExchange('tenant-a', 'long', [{ role: 'user', content: 'My neighbour keeps a parrot called Esmeralda.' }], { replaceFrom: last })
+    t.notMatch(await recalled(a, 'Bartholomew sardines'), /Bartholomew/, 'a rewound turn is not recalled through A')
+    t.match(await recalled(a, 'parrot Esmeralda'), /Esmeralda/, 'its replacement is')
+    await second.sessions.appendExchange('tenant-a', 'long', FACT)
     t.ok(await first.sessions.delete('tenant-a', 'long'))
     t.equal(await b.search('tenant-a', 'long', 'Bartholomew sardines', 2000), undefined, 'deleted through A: B never recalls it')
     await second.sessions.appendExchange('tenant-a', 'long', filler(9))
