@@ -10,8 +10,9 @@ import { hashKey } from '../src/auth/service-keys.js'
 import { main } from '../src/cli/main.js'
 import { TokenCounter } from '../src/context/tokenizer.js'
 import { KnowledgeBase } from '../src/knowledge/knowledge-base.js'
+import { SessionRecall } from '../src/recall/session-recall.js'
 import { LocalEmbedder } from '../src/retrieval/embedder.js'
-import type { FileStore, RequestTrace } from '../src/storage/interface.js'
+import type { FileStore, RecallStore, RequestTrace } from '../src/storage/interface.js'
 import { openStores } from '../src/storage/open-stores.js'
 import { openStore } from '../src/storage/store.js'
 import { MIGRATIONS, SCHEMA_VERSION, migrate } from '../src/storage/postgres/migrations.js'
@@ -117,6 +118,11 @@ if (baseUrl === undefined) {
       messages: [{ message: { role: 'user', content: 'hi' }, tokens: 1 }], usage: null, error: null, incompleteDetails: null, echo: { instructions: null },
     })
     await embedded.usage.add([{ tenant: 't1', date: '2026-11-25', model: 'openai/gpt-4o', requests: 2, inputTokens: 30, outputTokens: 7, cachedTokens: 4 }])
+    const recallOf = (records: RecallStore, dir: string) =>
+      new SessionRecall({ records, embedder: new LocalEmbedder(), counter, dataDir: dir, maxTokens: 4000, maxMessagesPerSession: 1000 })
+    const embeddedRecall = recallOf(embedded.recall, dataDir)
+    await embedded.sessions.appendExchange('t1', 'cat', [{ role: 'user', content: 'My cat Bartholomew only eats sardines.' }, { role: 'assistant', content: 'Noted.' }])
+    await embeddedRecall.close()
     await embedded.traces.append([{ tenant: 't1', trace: { id: 'req_1', createdAt: 9, sessionId: 'trip', messages: [] } as unknown as RequestTrace }], 10)
     const kb = (files: FileStore, dir: string) =>
       new KnowledgeBase({ files, dataDir: dir, embedder: new LocalEmbedder(), chunkTokens: 64, chunkOverlap: 8, maxChunksPerFile: 100, clock: () => 1_700_000_000_000, prepareInWorker: false })
@@ -130,7 +136,7 @@ if (baseUrl === undefined) {
     const url = await freshDatabase(t, baseUrl)
     const io = capturedIo({ DATABASE_URL: url, DATA_DIR: tmp() })
     t.equal(await main(['migrate', '--from-lmdb', dataDir], io), 0, io.err())
-    t.match(io.out(), /copied from .*: 2 keys, 2 sessions, 5 messages, 1 responses, 1 conversations, 1 usage rows, 1 request traces, 2 files, 2 chunks/)
+    t.match(io.out(), /copied from .*: 2 keys, 3 sessions, 7 messages, 1 responses, 1 conversations, 1 usage rows, 1 request traces, 2 files, 2 chunks, 2 recall turns/)
 
     const pg = await open(tmp(), url)
     t.teardown(() => pg.close())
@@ -144,6 +150,10 @@ if (baseUrl === undefined) {
     const next = await pg.sessions.appendExchange('t1', 'trip', [{ role: 'user', content: 'and back?' }])
     t.same(next.map((m) => m.seq), [4], 'the session goes on where it left off')
     t.equal((await pg.traces.get('t1', 'req_1'))?.sessionId, 'trip', 'request traces come along')
+    const replicaRecall = recallOf(pg.recall, tmp())
+    t.teardown(() => replicaRecall.close())
+    const recalled = await replicaRecall.search('t1', 'cat', 'what does Bartholomew eat', 2000)
+    t.match([...(recalled?.turns.values() ?? [])].map((x) => x.content).join('\n'), /sardines/, 'turns saved before the move are recalled')
     const replicaKb = kb(pg.files, tmp())
     t.teardown(() => replicaKb.close())
     t.same((await replicaKb.search('t1', 'lighthouse keeper Morwenna', 1)).map((h) => [h.file_id, h.metadata]), [[lighthouse.id, { from: 'lmdb' }]], 'the files are searched from PostgreSQL')
@@ -156,7 +166,7 @@ if (baseUrl === undefined) {
 
     const twice = capturedIo({ DATABASE_URL: url, DATA_DIR: tmp() })
     t.equal(await main(['migrate', '--from-lmdb', dataDir], twice), 0)
-    t.match(twice.out(), /0 keys, 0 sessions, 0 messages, 0 responses, 0 conversations, 0 usage rows, 0 request traces, 0 files, 0 chunks/, 'a second run copies nothing twice')
+    t.match(twice.out(), /0 keys, 0 sessions, 0 messages, 0 responses, 0 conversations, 0 usage rows, 0 request traces, 0 files, 0 chunks, 0 recall turns/, 'a second run copies nothing twice')
     t.equal(twice.err(), '', 'and skips no tenant: their files are the copied ones')
 
     // Another embedded deployment's files for t1, whose knowledge base in PostgreSQL is now another one: left out.
