@@ -114,14 +114,18 @@ export async function removeInTxn(c: Queryable, namespace: string, before: Index
   return { fromVersion: before?.version ?? 0, meta, labels: [...labels] }
 }
 
-/** The new meta and its log entry, and the entry that fell out of the kept window forgotten. */
+/**
+ * The new meta and its log entry, and the entries that fell out of the kept window forgotten: one statement (a round
+ * trip inside the writer's transaction, which holds the namespace's lock), its parts touching different rows.
+ */
 async function writeMeta(c: Queryable, namespace: string, meta: IndexMeta, entry: IndexLogEntry): Promise<void> {
   await c.query(
-    `INSERT INTO index_meta (namespace, meta) VALUES ($1, $2::jsonb)
-     ON CONFLICT (namespace) DO UPDATE SET meta = EXCLUDED.meta`,
-    [namespace, JSON.stringify(meta)],
+    `WITH m AS (
+       INSERT INTO index_meta (namespace, meta) VALUES ($1, $2::jsonb) ON CONFLICT (namespace) DO UPDATE SET meta = EXCLUDED.meta
+     ), l AS (
+       INSERT INTO index_log (namespace, version, change) VALUES ($1, $3, $4::jsonb)
+     )
+     DELETE FROM index_log WHERE namespace = $1 AND version <= $5`,
+    [namespace, JSON.stringify(meta), meta.version, JSON.stringify(entry), meta.version - INDEX_LOG_KEEP],
   )
-  await c.query('INSERT INTO index_log (namespace, version, change) VALUES ($1, $2, $3::jsonb)', [namespace, meta.version, JSON.stringify(entry)])
-  if (meta.version > INDEX_LOG_KEEP)
-    await c.query('DELETE FROM index_log WHERE namespace = $1 AND version <= $2', [namespace, meta.version - INDEX_LOG_KEEP])
 }
