@@ -27,7 +27,7 @@ import { startMockUpstream, type MockUpstream } from '../src/mock-upstream.js'
 import { loadLocomo, type Conversation } from './lib/locomo.js'
 import { sharedDataPath } from './lib/project-root.js'
 
-const KEY = 'rg_cache_eval_key_0001'
+const KEY = 'rg_cache_eval_key_0001-Vq8Zr3Lw5Ym2'
 /** `--env A=1,B=2`: settings for every gateway arm (to measure a trade-off). */
 const extraEnv: Record<string, string> = Object.fromEntries(
   (process.argv.includes('--env') ? (process.argv[process.argv.indexOf('--env') + 1] ?? '') : '')

@@ -17,7 +17,7 @@ import { loadConfig } from '../src/config.js'
 import { startGateway } from '../src/main.js'
 import { startMockUpstream } from '../src/mock-upstream.js'
 
-const SERVICE_KEY = 'rg_demo_service_key_0001'
+const SERVICE_KEY = 'rg_demo_service_key_0001-Vq8Zr3Lw5Ym2'
 const MODEL = 'openai/gpt-4o-mini'
 const SESSION = 'demo-session'
 

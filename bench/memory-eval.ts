@@ -138,7 +138,7 @@ interface ArmResult {
   miscounted: number
 }
 
-const KEY = 'rg_memory_eval_key_0001'
+const KEY = 'rg_memory_eval_key_0001-Vq8Zr3Lw5Ym2'
 const PROVIDER = 'sk-or-eval'
 const SMALL = 'openai/gpt-4o'
 const LARGE = 'openai/gpt-4o-mini'

@@ -57,6 +57,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { analyze } from '../src/retrieval/analyzer.js'
+import { asksNothing } from '../src/chat/small-talk.js'
 import { Bm25Index } from '../src/retrieval/bm25.js'
 import { countO200k } from '../src/ingest/chunker.js'
 import { DEFAULT_RRF_K } from '../src/retrieval/fusion.js'
@@ -292,9 +293,12 @@ async function precision(
       })
   const mins = nums(arg('min', '0,0.2,0.25,0.3,0.35,0.4'))
   const fulls = nums(arg('full', '0,0.4,0.5,0.6,0.7'))
+  const floors = nums(arg('floor', '0'))
   const gates: RelevanceGate[] = cfg.gates ?? []
   if (cfg.gates === undefined)
-    for (const minRelevance of mins) for (const fullRelevance of fulls) if (fullRelevance === 0 || fullRelevance > minRelevance) gates.push({ minRelevance, fullRelevance })
+    for (const minRelevance of mins)
+      for (const fullRelevance of fulls)
+        for (const hitFloor of floors) if (fullRelevance === 0 || fullRelevance > minRelevance) gates.push({ minRelevance, fullRelevance, hitFloor })
   interface Cell { hit: number; ans: number; ansTokens: number; un: number; unTokens: number; unNone: number; chat: number; chatTokens: number; chatNone: number }
   const halves: Cell[][] = []
   for (const half of [0, 1]) {
@@ -308,6 +312,8 @@ async function precision(
     }
     const cells: Cell[] = gates.map(() => ({ hit: 0, ans: 0, ansTokens: 0, un: 0, unTokens: 0, unNone: 0, chat: 0, chatTokens: 0, chatNone: 0 }))
     const tokens = async (query: string): Promise<Array<ContextSelection<SearchHit>>> => {
+      // As the chat pipeline does (chat/planner.ts): a turn that asks nothing is not searched.
+      if (asksNothing(query)) return gates.map((): ContextSelection<SearchHit> => ({ hits: [], message: null, tokens: 0 }))
       const all = await kb.search('eval', query, cfg.k)
       return gates.map((g) => selectContext(relevantHits(all, g).hits, { maxTokens: cfg.budget }))
     }
@@ -343,7 +349,8 @@ async function precision(
   const pct = (a: number, b: number): string => `${((100 * a) / Math.max(1, b)).toFixed(1)}%`
   const per = (a: number, b: number): string => (a / Math.max(1, b)).toFixed(0)
   const noAnswer = (c: Cell): number => (c.unTokens + c.chatTokens) / Math.max(1, c.un + c.chat)
-  const name = (g: RelevanceGate): string => (g.minRelevance === 0 && g.fullRelevance === 0 ? 'no gate' : `${g.minRelevance} / ${g.fullRelevance || g.minRelevance}`)
+  const name = (g: RelevanceGate): string =>
+    (g.minRelevance === 0 && g.fullRelevance === 0 ? 'no gate' : `${g.minRelevance} / ${g.fullRelevance || g.minRelevance}`) + (g.hitFloor ? ` floor ${g.hitFloor}` : '')
   console.log(`SQuAD halves (even / odd articles uploaded), chunk ${cfg.chunk}/${cfg.overlap}, top-k ${cfg.k}, budget ${cfg.budget}; unanswerable = the other half's questions + ${chat.length} LoCoMo chit-chat turns`)
   console.log('| gate (min / full) | half | answerable hit | tokens | unanswerable questions: tokens (none) | chit-chat: tokens (none) | no-answer tokens/request |')
   console.log('|---|---|---|---|---|---|---|')

@@ -42,7 +42,7 @@ import { loadLocomo } from './lib/locomo.js'
 import { quantile } from './lib/stats.js'
 import type { RecallTuning } from '../src/recall/session-recall.js'
 
-const KEY = 'rg_recall_perf_key_0001'
+const KEY = 'rg_recall_perf_key_0001-Vq8Zr3Lw5Ym2'
 const SMALL = 'openai/gpt-4o'
 const LARGE = 'openai/gpt-4o-mini'
 const SESSION = 'long-session'

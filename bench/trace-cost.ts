@@ -15,10 +15,11 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { RequestTrace } from '../src/storage/interface.js'
+import { messagesJsonOf, upstreamBody } from '../src/chat/upstream-body.js'
 import { openStore } from '../src/storage/store.js'
 import { TraceRepo } from '../src/storage/trace-repo.js'
 import { TraceRecorder } from '../src/traces/trace-recorder.js'
+import { requestTrace } from '../src/traces/trace-record.js'
 import type { PromptTrace } from '../src/types.js'
 import { MESSAGE } from './scenarios/relay.js'
 
@@ -36,13 +37,17 @@ const draft: PromptTrace = {
   window: 128_000,
   sessionId: null,
 }
+const sent = upstreamBody({ model: 'openai/gpt-4o', useRAG: false }, draft.messages)
 
 async function round(recorder: TraceRecorder, tenants: number, offset: number): Promise<number> {
   const before = process.cpuUsage()
   for (let i = 0; i < PER_ROUND; i++) {
+    // Requests arrive over time: yield now and then (the recorder writes its batch every 50 ms), in both arms alike.
+    if (i % 32 === 31) await new Promise((r) => setImmediate(r))
     if (!recorder.enabled) continue
-    const trace: RequestTrace = {
-      ...draft,
+    // As the handler does: the messages' JSON is a slice of the upstream body it made (made in both arms anyway).
+    draft.messagesJson = messagesJsonOf(sent)
+    const trace = requestTrace(draft, {
       id: `req_${offset + i}`,
       createdAt: Date.now(),
       route: '/api/v1/chat/completions',
@@ -54,10 +59,8 @@ async function round(recorder: TraceRecorder, tenants: number, offset: number): 
       completionTokens: 40,
       cachedTokens: null,
       error: null,
-    }
+    })
     recorder.record(`tenant-${i % tenants}`, trace)
-    // Requests arrive over time: yield now and then (the recorder writes its batch every 50 ms).
-    if (i % 32 === 31) await new Promise((r) => setImmediate(r))
   }
   await recorder.flush()
   const used = process.cpuUsage(before)

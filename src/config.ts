@@ -6,7 +6,8 @@
  */
 import { readFileSync } from 'node:fs'
 import { parseEnv } from 'node:util'
-import { PLANS, type Bytes, type Ms, type Plan, type Tokens } from './types.js'
+import { GENERATED_KEY_BITS, secretBits } from './auth/service-keys.js'
+import { PLANS, type Bytes, type Ms, type Plan, type PlanQuotas, type Tokens } from './types.js'
 
 export class ConfigError extends Error {
   constructor(
@@ -31,6 +32,14 @@ export interface Config {
   rateLimits: Record<Plan, number>
   /** Max distinct keys whose buckets are kept in memory (least recently used evicted). */
   rateLimitMaxKeys: number
+  /** What each plan's tenants may keep (src/quotas/); `unlimited` has none. */
+  quotas: Record<Plan, PlanQuotas>
+  /** Failed authentications per minute per client address before they are answered 429; 0 = no limit. */
+  authFailuresPerMinute: number
+  /** Client addresses whose failures are counted at once (least recently used forgotten). */
+  authFailureMaxAddresses: number
+  /** Bearer token GET /metrics requires (METRICS_TOKEN); none = open, for a port only the deployment reaches. */
+  metricsToken: string | undefined
 
   logLevel: string
   /** Optional OpenRouter attribution headers. */
@@ -83,6 +92,8 @@ export interface Config {
   /** Relevance gate (knowledge/relevance.ts): below min nothing is retrieved, below full only the best chunk. */
   ragMinRelevance: number
   ragFullRelevance: number
+  /** Above RAG_FULL_RELEVANCE, each chunk's own relevance must reach this to go in (knowledge/relevance.ts hitFloor). */
+  ragChunkMinRelevance: number
   chunkTokens: Tokens
   chunkOverlap: Tokens
 
@@ -154,6 +165,13 @@ export const DEFAULTS = {
   SERVICE_KEYS: '',
   RATE_LIMITS: 'free:10,pro:100,premium:500,enterprise:1000',
   RATE_LIMIT_MAX_KEYS: '10000',
+  QUOTA_STORED_BYTES: `free:${10 * 1024 ** 2},pro:${100 * 1024 ** 2},premium:${1024 ** 3},enterprise:${10 * 1024 ** 3}`,
+  QUOTA_FILES: 'free:100,pro:1000,premium:10000,enterprise:100000',
+  QUOTA_SESSIONS: 'free:100,pro:10000,premium:100000,enterprise:1000000',
+  QUOTA_SESSION_MESSAGES: 'free:1000,pro:10000,premium:10000,enterprise:10000',
+  AUTH_FAILURE_LIMIT: '30',
+  AUTH_FAILURE_MAX_ADDRESSES: '10000',
+  METRICS_TOKEN: '',
   LOG_LEVEL: 'info',
   HTTP_REFERER: '',
   X_TITLE: '',
@@ -186,6 +204,7 @@ export const DEFAULTS = {
   RAG_TOP_K: '8',
   RAG_MIN_RELEVANCE: '0.3',
   RAG_FULL_RELEVANCE: '0.5',
+  RAG_CHUNK_MIN_RELEVANCE: '0.2',
   CHUNK_TOKENS: '192',
   CHUNK_OVERLAP: '80',
   RECALL: 'on',
@@ -271,6 +290,10 @@ export function loadConfig(env: Env): Config {
 
   const rateLimits = parseRateLimits(get('RATE_LIMITS'))
   const serviceKeys = parseServiceKeys(get('SERVICE_KEYS'))
+  const quotas = parseQuotas((name) => get(name))
+  const metricsToken = optional('METRICS_TOKEN')
+  if (metricsToken !== undefined && secretBits(metricsToken) < GENERATED_KEY_BITS)
+    throw new ConfigError('METRICS_TOKEN', weakSecret('the token'))
 
   const embeddings = get('EMBEDDINGS')
   if (embeddings !== 'local' && embeddings !== 'openai-compatible')
@@ -330,6 +353,10 @@ export function loadConfig(env: Env): Config {
     serviceKeys,
     rateLimits,
     rateLimitMaxKeys: int('RATE_LIMIT_MAX_KEYS', 1),
+    quotas,
+    authFailuresPerMinute: int('AUTH_FAILURE_LIMIT', 0, 1_000_000),
+    authFailureMaxAddresses: int('AUTH_FAILURE_MAX_ADDRESSES', 1),
+    metricsToken,
     logLevel: parseLogLevel(get('LOG_LEVEL')),
     httpReferer: optional('HTTP_REFERER'),
     xTitle: optional('X_TITLE'),
@@ -361,6 +388,7 @@ export function loadConfig(env: Env): Config {
     ragTopK: int('RAG_TOP_K', 1, 100),
     ragMinRelevance: share('RAG_MIN_RELEVANCE'),
     ragFullRelevance: share('RAG_FULL_RELEVANCE'),
+    ragChunkMinRelevance: share('RAG_CHUNK_MIN_RELEVANCE'),
     chunkTokens,
     chunkOverlap,
     recallEnabled: recall === 'on',
@@ -406,30 +434,76 @@ function isPlan(s: string): s is Plan {
 }
 
 export function parseRateLimits(raw: string): Record<Plan, number> {
-  const limits: Record<Plan, number> = { free: 10, pro: 100, premium: 500, enterprise: 1000, unlimited: Infinity }
+  return parsePlanFigures('RATE_LIMITS', raw, { free: 10, pro: 100, premium: 500, enterprise: 1000 }, 'requests per minute')
+}
+
+/**
+ * `plan:figure` pairs (`free:10,pro:100`) over `defaults`: plans left out keep theirs, `unlimited` is always Infinity
+ * and cannot be set. With `none` allowed, `pro:none` lifts that plan's figure (Infinity).
+ */
+function parsePlanFigures(
+  variable: Variable,
+  raw: string,
+  defaults: Record<Exclude<Plan, 'unlimited'>, number>,
+  unit: string,
+  opts: { none?: boolean } = {},
+): Record<Plan, number> {
+  const figures: Record<Plan, number> = { ...defaults, unlimited: Infinity }
   for (const part of raw.split(',').filter(Boolean)) {
     const [plan, value, extra] = part.split(':').map((s) => s.trim())
     if (plan === undefined || value === undefined || extra !== undefined || !isPlan(plan))
-      throw new ConfigError('RATE_LIMITS', `expected plan:perMinute pairs of ${PLANS.join('/')}, got "${part}"`)
-    if (plan === 'unlimited') throw new ConfigError('RATE_LIMITS', 'the unlimited plan has no limit to set')
-    if (!/^\d+$/.test(value) || Number(value) < 1)
-      throw new ConfigError('RATE_LIMITS', `${plan} must be a whole number of requests per minute ≥ 1, got "${value}"`)
-    limits[plan] = Number(value)
+      throw new ConfigError(variable, `expected plan:${unit.replace(/ /g, '')} pairs of ${PLANS.join('/')}, got "${part}"`)
+    if (plan === 'unlimited') throw new ConfigError(variable, 'the unlimited plan has no limit to set')
+    if (opts.none === true && value === 'none') figures[plan] = Infinity
+    else if (!/^\d+$/.test(value) || Number(value) < 1 || !Number.isSafeInteger(Number(value)))
+      throw new ConfigError(variable, `${plan} must be a whole number of ${unit} ≥ 1${opts.none ? ' or none' : ''}, got "${value}"`)
+    else figures[plan] = Number(value)
   }
-  return limits
+  return figures
+}
+
+const QUOTA_VARIABLES = {
+  storedBytes: ['QUOTA_STORED_BYTES', 'bytes'],
+  files: ['QUOTA_FILES', 'files'],
+  sessions: ['QUOTA_SESSIONS', 'sessions'],
+  messagesPerSession: ['QUOTA_SESSION_MESSAGES', 'messages'],
+} as const satisfies Record<keyof PlanQuotas, readonly [Variable, string]>
+
+/**
+ * Each quota's variable over its own defaults (DEFAULTS' string for it, so a variable naming one plan keeps the
+ * others' defaults), turned around into one set of quotas per plan.
+ */
+function parseQuotas(get: (name: Variable) => string): Record<Plan, PlanQuotas> {
+  const by = {} as Record<keyof PlanQuotas, Record<Plan, number>>
+  for (const [field, [name, unit]] of Object.entries(QUOTA_VARIABLES) as [keyof PlanQuotas, readonly [Variable, string]][]) {
+    const defaults = parsePlanFigures(name, DEFAULTS[name], { free: 1, pro: 1, premium: 1, enterprise: 1 }, unit)
+    by[field] = parsePlanFigures(name, get(name), defaults, unit, { none: true })
+  }
+  const quotas = {} as Record<Plan, PlanQuotas>
+  for (const plan of PLANS)
+    quotas[plan] = { storedBytes: by.storedBytes[plan], files: by.files[plan], sessions: by.sessions[plan], messagesPerSession: by.messagesPerSession[plan] }
+  return quotas
 }
 
 export function parseServiceKeys(raw: string): Map<string, Plan> {
   const keys = new Map<string, Plan>()
-  for (const part of raw.split(',').filter((s) => s.trim() !== '')) {
+  for (const [i, part] of raw.split(',').filter((s) => s.trim() !== '').entries()) {
     const idx = part.lastIndexOf(':')
     const key = (idx === -1 ? part : part.slice(0, idx)).trim()
     const plan = (idx === -1 ? 'free' : part.slice(idx + 1)).trim()
-    if (key.length < 8) throw new ConfigError('SERVICE_KEYS', 'each key must be at least 8 characters long')
     if (!isPlan(plan)) throw new ConfigError('SERVICE_KEYS', `unknown plan "${plan}" (use ${PLANS.join(', ')})`)
+    // Named by position, never quoted: the key is a secret and this line goes to stderr.
+    if (secretBits(key) < GENERATED_KEY_BITS) throw new ConfigError('SERVICE_KEYS', weakSecret(`key ${i + 1}`))
     keys.set(key, plan)
   }
   return keys
+}
+
+function weakSecret(what: string): string {
+  return (
+    `${what} is weaker than a generated key: use at least ${GENERATED_KEY_BITS} random bits, e.g. 32 base64url or 48 hex ` +
+    'characters (`recallgate keys create`, `openssl rand -hex 24`)'
+  )
 }
 
 function parseMargins(raw: string): Record<string, number> {

@@ -13,6 +13,7 @@ export type ErrorType =
   | 'api_error'
   | 'upstream_error'
   | 'timeout_error'
+  | 'insufficient_quota'
 
 export interface WireError {
   error: { message: string; type: string; param: string | null; code: string | null }
@@ -86,6 +87,11 @@ export const ERROR_CODES = {
     type: 'authentication_error',
     message: 'Missing provider API key: send `Authorization: Bearer <key>`',
   },
+  invalid_metrics_token: {
+    status: 401,
+    type: 'authentication_error',
+    message: 'GET /metrics needs `Authorization: Bearer <METRICS_TOKEN>`',
+  },
   not_found: { status: 404, type: 'not_found_error', message: 'Not found' },
   // OpenAI's code for GET /models/{id} with an id it does not list.
   model_not_found: { status: 404, type: 'not_found_error', message: 'The model does not exist' },
@@ -102,6 +108,10 @@ export const ERROR_CODES = {
   },
   unsupported_media_type: { status: 415, type: 'invalid_request_error', message: 'Unsupported content type' },
   rate_limit_exceeded: { status: 429, type: 'rate_limit_error', message: 'Rate limit exceeded' },
+  // 403, not OpenAI's 429 for its billing quota: a stored-data quota does not refill with time, and the SDKs retry a
+  // 429 by themselves (twice, with backoff) where they pass a 403 straight to the caller. The message names the quota,
+  // its limit and what is in use (quotas/quota-error.ts).
+  quota_exceeded: { status: 403, type: 'insufficient_quota', message: "Your plan's storage quota is used up" },
   headers_too_large: { status: 431, type: 'invalid_request_error', message: 'Request headers too large' },
   // nginx's convention for a client that left before its response: only ever seen in logs and metrics.
   client_closed_request: { status: 499, type: 'invalid_request_error', message: 'The client closed the request' },

@@ -84,6 +84,8 @@ export function createLogger(o: LogOptions): Logger {
 /** What the request handler knows when a response has finished. */
 export interface RequestLogInput {
   requestId: string
+  /** The id the client sent (`x-client-request-id` or `x-request-id`), never used as ours. */
+  clientRequestId?: string
   /** Null when the request never authenticated (401, /healthz, /metrics). */
   tenantId: string | null
   plan: Plan | null
@@ -114,6 +116,7 @@ export interface RequestLogInput {
 /** The flat object logged once per request. Field names are the documented log format (docs/operations.md). */
 export interface RequestLogRecord {
   reqId: string
+  clientRequestId?: string
   tenant: string | null
   plan: Plan | null
   method: string
@@ -148,6 +151,7 @@ export function requestLogFields(i: RequestLogInput): RequestLogRecord {
     status: i.status,
     durationMs: round(i.durationMs),
   }
+  if (i.clientRequestId !== undefined) r.clientRequestId = i.clientRequestId
   if (i.model !== undefined) r.model = i.model
   if (i.stream !== undefined) r.stream = i.stream
   if (i.upstreamMs !== undefined) {

@@ -4,6 +4,7 @@
  */
 import { once } from 'node:events'
 import type { AddressInfo } from 'node:net'
+import { AuthFailureLimiter } from './auth/auth-failure-limiter.js'
 import { Authenticator } from './auth/authenticator.js'
 import { RateLimiter, type Limiter } from './auth/rate-limiter.js'
 import { SharedRateLimiter } from './auth/shared-rate-limiter.js'
@@ -14,10 +15,11 @@ import { ConfigError, envWithDotenv, loadConfig, type Config } from './config.js
 import { TokenCounter } from './context/tokenizer.js'
 import { createHttpServer, type RouteDef } from './http/server.js'
 import { createLogger, logRequest, type Logger } from './log.js'
-import { createMetrics, type Metrics } from './metrics.js'
+import { createMetrics, OTHER, type Metrics } from './metrics.js'
 import { LocalEmbedder, type Embedder } from './retrieval/embedder.js'
 import { OpenAICompatibleEmbedder } from './retrieval/openai-embedder.js'
 import { KnowledgeBase } from './knowledge/knowledge-base.js'
+import { Quotas } from './quotas/quotas.js'
 import { SessionRecall, type RecallTuning } from './recall/session-recall.js'
 import { fileRoutes } from './routes/files.js'
 import { healthHandler } from './routes/health.js'
@@ -29,7 +31,9 @@ import { sessionRoutes } from './routes/sessions.js'
 import { conversationRoutes } from './routes/conversations.js'
 import { responseRoutes } from './routes/responses.js'
 import { responsesHandler } from './responses/handler.js'
+import { ChainCache } from './responses/state.js'
 import { TraceRecorder } from './traces/trace-recorder.js'
+import { requestTrace } from './traces/trace-record.js'
 import { requestRoutes } from './routes/requests.js'
 import { consoleRoutes } from './routes/console.js'
 import { usageHandler } from './routes/usage.js'
@@ -77,6 +81,8 @@ const MAX_UPSTREAM_BODY = 32 * 1024 * 1024
 const MAX_SSE_EVENT = 1024 * 1024
 /** Ancestors a `previous_response_id` chain is walked through; older turns count as history that did not fit. */
 const MAX_CHAIN_TURNS = 1_000
+/** Messages the cache of walked chains holds in all (responses/state.ts ChainCache): about 20 MB of chat messages. */
+const CHAIN_CACHE_MESSAGES = 20_000
 /** Longest a readiness probe waits on one store (balancers usually time a probe out after 1–5 s). */
 const READINESS_TIMEOUT = 1_000
 
@@ -113,6 +119,10 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   const keys = stores.keys
   await ensureFirstKey(config, keys, opts.onBootstrapKey)
   const authenticator = new Authenticator({ inlineKeys: config.serviceKeys, stored: keys })
+  const authFailures =
+    config.authFailuresPerMinute > 0
+      ? new AuthFailureLimiter({ perMinute: config.authFailuresPerMinute, maxAddresses: config.authFailureMaxAddresses, clock })
+      : undefined
   const localLimiter = new RateLimiter({ limits: config.rateLimits, maxKeys: config.rateLimitMaxKeys, clock })
   // Every store requests depend on is required: without it they fail. DATA_DIR's LMDB is also not ready when it has
   // no room (MIN_FREE_DISK, LMDB_MAP_SIZE) or its last write failed.
@@ -215,7 +225,9 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
       })
     : undefined
 
+  const quotas = new Quotas({ plans: config.quotas, files: knowledge, sessions })
   const planner = new Planner({
+    quotas,
     counter,
     sessions,
     knowledge,
@@ -228,7 +240,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     ragBudgetShare: config.ragBudgetShare,
     ragMaxTokens: config.ragMaxTokens,
     ragTopK: config.ragTopK,
-    relevanceGate: { minRelevance: config.ragMinRelevance, fullRelevance: config.ragFullRelevance },
+    relevanceGate: { minRelevance: config.ragMinRelevance, fullRelevance: config.ragFullRelevance, hitFloor: config.ragChunkMinRelevance },
     ...(recall ? { recall: { service: recall, recentShare: config.recallRecentShare } } : {}),
   })
   metrics.setCollectors({ corrections: () => counter.corrections(), sizes: () => store.sizes(), lmdbSpace: () => store.space() })
@@ -260,17 +272,20 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     maxSessionIdLength: config.maxSessionIdLength,
     now,
     onDeleted: onSessionDeleted,
+    quotas,
   })
   const f = fileRoutes(knowledge, {
     maxFileBytes: config.maxFileBytes,
     maxBodyBytes: config.maxBodyBytes,
     ragTopK: config.ragTopK,
+    minRelevance: config.ragMinRelevance,
     checkRoom: () => capacity.check(),
+    quotas,
   })
   const routes: RouteDef[] = [
     { method: 'GET', path: '/healthz', auth: false, handler: healthHandler() },
     { method: 'GET', path: '/readyz', auth: false, handler: readinessHandler(readiness, READINESS_TIMEOUT) },
-    { method: 'GET', path: '/metrics', auth: false, handler: metricsHandler(metrics) },
+    { method: 'GET', path: '/metrics', auth: false, handler: metricsHandler(metrics, config.metricsToken) },
     { method: 'GET', path: '/openapi.json', auth: false, handler: openApiHandler() },
     { method: 'GET', path: '/console', auth: false, handler: ui.page },
     { method: 'GET', path: '/console/app.js', auth: false, handler: ui.script },
@@ -303,6 +318,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
         responses,
         conversations,
         sessions,
+        chains: new ChainCache(CHAIN_CACHE_MESSAGES),
         countStored: (m) => counter.storedContentTokens(m),
         clock,
         now,
@@ -330,7 +346,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     { method: 'DELETE', path: '/api/v1/conversations/:id/items/:item', auth: true, handler: cv.deleteItem },
     { method: 'GET', path: '/api/v1/requests', auth: true, handler: rq.list },
     { method: 'GET', path: '/api/v1/requests/:id', auth: true, handler: rq.get },
-    { method: 'GET', path: '/api/v1/usage', auth: true, handler: usageHandler(stores.usage, usage) },
+    { method: 'GET', path: '/api/v1/usage', auth: true, handler: usageHandler(stores.usage, usage, quotas) },
     { method: 'GET', path: '/api/v1/models', auth: true, handler: modelsHandler(catalog) },
     { method: 'GET', path: '/api/v1/models/:id', auth: true, handler: modelHandler(catalog) },
     {
@@ -353,6 +369,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   const http = createHttpServer({
     routes,
     authenticator,
+    ...(authFailures ? { authFailures } : {}),
     limiter,
     clock,
     headersTimeout: config.headersTimeout,
@@ -375,8 +392,12 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
       const model = typeof a.model === 'string' ? a.model : undefined
       if (model !== undefined && a.upstreamHeadersMs !== undefined) {
         const upstreamMs = num(a.upstreamMs)
+        // The model label takes only names the upstream accepted (its headers came and were not its error): a client
+        // sending made-up names to a refusing upstream would otherwise fill the 200 slots and push every real model
+        // into `other` (issue 29). What it refused is timed under `other`.
+        const accepted = r.error?.fromUpstream !== true
         metrics.observeUpstream({
-          model,
+          model: accepted ? model : OTHER,
           headersMs: num(a.upstreamHeadersMs),
           ttftMs: num(a.ttftMs),
           ...(upstreamMs !== undefined ? { overheadMs: Math.max(0, r.durationMs - upstreamMs) } : {}),
@@ -403,6 +424,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
       }
       logRequest(logger, {
         requestId: r.requestId,
+        ...(r.clientRequestId !== undefined ? { clientRequestId: r.clientRequestId } : {}),
         tenantId: r.tenant?.id ?? null,
         plan: r.tenant?.plan ?? null,
         method: r.method,
@@ -422,8 +444,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
         ...(errorMessage !== undefined ? { errorMessage } : {}),
       })
       if (r.trace !== undefined && r.tenant !== undefined && recorder.enabled) {
-        recorder.record(r.tenant.id, {
-          ...r.trace,
+        recorder.record(r.tenant.id, requestTrace(r.trace, {
           id: r.requestId,
           createdAt: now(),
           route: r.route,
@@ -435,7 +456,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
           completionTokens: num(a.completionTokens) ?? null,
           cachedTokens: num(a.cachedTokens) ?? null,
           error: r.error ? { code: r.error.code, message: r.error.fromUpstream ? 'the upstream reported an error' : r.error.message } : null,
-        })
+        }))
       }
       if (r.error && r.error.status >= 500) logger.error({ reqId: r.requestId, err: r.error.cause ?? r.error }, 'request failed')
     },

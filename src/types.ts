@@ -58,6 +58,17 @@ export type StreamFailureReason = (typeof STREAM_FAILURE_REASONS)[number]
 export const PLANS = ['free', 'pro', 'premium', 'enterprise', 'unlimited'] as const
 export type Plan = (typeof PLANS)[number]
 
+/**
+ * What one tenant may keep, by plan (src/quotas/): bytes of uploaded files, files, sessions, and messages per session.
+ * `Infinity` means no quota.
+ */
+export interface PlanQuotas {
+  readonly storedBytes: Bytes
+  readonly files: number
+  readonly sessions: number
+  readonly messagesPerSession: number
+}
+
 /** A caller as identified by its service key. `id` is derived from the key's hash and scopes all of its data. */
 export interface Tenant {
   id: string
@@ -107,6 +118,11 @@ export interface PromptTrace {
   readonly totalTokens: Tokens
   readonly window: Tokens
   readonly sessionId: string | null
+  /**
+   * `messages` as JSON, exactly as the upstream body carries them: set by the handler from the body it sent (a slice of
+   * that string, made anyway), so that storing a trace copies one string instead of encoding every message again.
+   */
+  messagesJson?: string
 }
 
 /** Epoch ms as the unix seconds OpenAI's API puts on the wire (`created_at`, `updated_at`). */

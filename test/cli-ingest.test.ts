@@ -9,7 +9,7 @@ import { help as ingestHelp, run as ingest } from '../src/cli/ingest.js'
 import { run as exportSession } from '../src/cli/sessions-export.js'
 import { capturedIo } from './helpers/captured-io.js'
 
-const KEY = 'rg_test_service_key_123'
+const KEY = 'rg_test_service_key_123-Vq8Zr3Lw5Ym2'
 
 interface Upload {
   filename: string

@@ -14,17 +14,39 @@ t.test('defaults match the contract', async (t) => {
 })
 
 t.test('SERVICE_KEYS and RATE_LIMITS parse', async (t) => {
-  const c = loadConfig({ SERVICE_KEYS: 'key-one-123:pro, key-two-456:free', RATE_LIMITS: 'free:3,pro:7' })
-  t.same([...c.serviceKeys], [['key-one-123', 'pro'], ['key-two-456', 'free']])
+  const one = 'rg_Q2hvb3NlIGEgcmFuZG9tIGtleSBwbGVhc2U'
+  const two = '9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822c'
+  const c = loadConfig({ SERVICE_KEYS: `${one}:pro, ${two}:free`, RATE_LIMITS: 'free:3,pro:7' })
+  t.same([...c.serviceKeys], [[one, 'pro'], [two, 'free']], 'a generated-style key and 48 hex characters pass')
   t.equal(c.rateLimits.free, 3)
   t.equal(c.rateLimits.premium, 500, 'unset plans keep their defaults')
+})
+
+t.test('quotas: each plan has its defaults, a variable naming one plan keeps the others, none lifts one', async (t) => {
+  const d = loadConfig({}).quotas
+  t.same(d.free, { storedBytes: 10 * 1024 ** 2, files: 100, sessions: 100, messagesPerSession: 1000 })
+  t.same(d.enterprise, { storedBytes: 10 * 1024 ** 3, files: 100_000, sessions: 1_000_000, messagesPerSession: 10_000 })
+  t.same(d.unlimited, { storedBytes: Infinity, files: Infinity, sessions: Infinity, messagesPerSession: Infinity })
+  const c = loadConfig({ QUOTA_FILES: 'free:3', QUOTA_STORED_BYTES: 'pro:none' }).quotas
+  t.equal(c.free.files, 3)
+  t.equal(c.pro.files, 1000, 'pro keeps its default files')
+  t.equal(c.pro.storedBytes, Infinity)
+  t.equal(c.free.storedBytes, 10 * 1024 ** 2)
 })
 
 const invalid: Array<[Record<string, string>, RegExp]> = [
   [{ PORT: 'eighty' }, /^PORT: /],
   [{ PORT: '70000' }, /^PORT: /],
   [{ UPSTREAM_BASE_URL: 'ftp://x' }, /^UPSTREAM_BASE_URL: /],
-  [{ SERVICE_KEYS: 'abcdefgh:gold' }, /^SERVICE_KEYS: .*gold/],
+  [{ SERVICE_KEYS: 'rg_Q2hvb3NlIGEgcmFuZG9tIGtleSBwbGVhc2U:gold' }, /^SERVICE_KEYS: .*gold/],
+  // Shorter than a generated key, or long but patterned: refused, named by position and never quoted.
+  [{ SERVICE_KEYS: 'rg_Q2hvb3NlIGEgcmFuZG9tIGtleSBwbGVhc2U:pro,sk-test-tenant-a-0001:pro' }, /^SERVICE_KEYS: key 2 is weaker than a generated key: use at least 192 random bits/],
+  [{ SERVICE_KEYS: `${'ab'.repeat(40)}:pro` }, /^SERVICE_KEYS: key 1 is weaker/],
+  [{ SERVICE_KEYS: `${'a1b2c3d4e5'.repeat(3)}:pro` }, /^SERVICE_KEYS: key 1 is weaker/],
+  [{ METRICS_TOKEN: 'metrics-secret' }, /^METRICS_TOKEN: the token is weaker than a generated key/],
+  [{ QUOTA_FILES: 'free:ten' }, /^QUOTA_FILES: free must be a whole number of files ≥ 1 or none/],
+  [{ QUOTA_SESSIONS: 'unlimited:5' }, /^QUOTA_SESSIONS: the unlimited plan has no limit to set/],
+  [{ AUTH_FAILURE_LIMIT: '-1' }, /^AUTH_FAILURE_LIMIT: /],
   [{ RATE_LIMITS: 'free:ten' }, /^RATE_LIMITS: /],
   [{ EMBEDDINGS: 'magic' }, /^EMBEDDINGS: /],
   [{ EMBEDDINGS: 'openai-compatible' }, /^EMBEDDINGS_BASE_URL: /],

@@ -20,7 +20,7 @@ import { TokenCounter } from '../src/context/tokenizer.js'
 import { hashKey, tenantIdFor } from '../src/auth/service-keys.js'
 import { spawnGateway, type ChildGateway } from './helpers/child-gateway.js'
 
-const KEY = 'sk-crash-tenant-0001'
+const KEY = 'sk-crash-tenant-0001-Vq8Zr3Lw5Ym2'
 const PROVIDER = 'Bearer sk-or-crash-provider'
 
 async function setup(t: Test, mockOpts: Parameters<typeof startMockUpstream>[0]) {

@@ -2,8 +2,9 @@
  * The smaller gaps of issue 29, end to end: ids and names that one byte string could alias into another, and
  * control characters in file names.
  */
+import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib'
 import t from 'tap'
-import { startHarness } from './helpers/harness.js'
+import { KEY_B, startHarness } from './helpers/harness.js'
 
 /** What a client sending `s` as UTF-8 in a header puts on the wire (fetch takes header values as Latin-1 bytes). */
 const asHeaderBytes = (s: string): string => Buffer.from(s, 'utf8').toString('latin1')
@@ -57,4 +58,159 @@ t.test('file names with NUL, CR or LF are stored with spaces instead, and the 20
   await multipart.json()
   const names = ((await (await h.fetch('/api/v1/files')).json()) as { data: Array<{ filename: string }> }).data.map((f) => f.filename)
   t.same(names.filter((n) => /[\r\n\u0000]/.test(n)), [], 'no stored name holds NUL, CR or LF')
+})
+
+t.test('a __proto__ key in file metadata or a message is refused with a 400 naming where, never stored renamed', async (t) => {
+  const h = await startHarness(t)
+  const json = (path: string, body: string) => h.fetch(path, { method: 'POST', headers: { 'content-type': 'application/json' }, body })
+  const upload = await json('/api/v1/files', '{"filename":"a.txt","content":"alpha","metadata":{"team":"x","__proto__":{"admin":true}}}')
+  t.equal(upload.status, 400)
+  t.match(await upload.json(), { error: { code: 'invalid_parameter', param: 'metadata.__proto__', message: /`__proto__` key, which cannot be stored as sent/ } })
+
+  // Spelled with an escape: the same key once parsed.
+  const escaped = await json('/api/v1/files', '{"filename":"a.txt","content":"alpha","metadata":{"\\u005f_proto__":1}}')
+  t.match(await escaped.json(), { error: { param: 'metadata.__proto__' } })
+
+  const form = new FormData()
+  form.set('file', new Blob(['alpha'], { type: 'text/plain' }), 'a.txt')
+  form.set('metadata', '{"nested":[{"__proto__":1}]}')
+  const multipart = await h.fetch('/api/v1/files', { method: 'POST', body: form })
+  t.equal(multipart.status, 400)
+  t.match(await multipart.json(), { error: { param: 'metadata.nested[0].__proto__' } })
+
+  const chat = await json(
+    '/api/v1/chat/completions',
+    '{"model":"openai/gpt-4o","sessionId":"p","messages":[{"role":"user","content":[{"type":"text","text":"hi","__proto__":{}}]}]}',
+  )
+  t.equal(chat.status, 400)
+  t.match(await chat.json(), { error: { param: 'messages[0].content[0].__proto__' } })
+  t.equal((await h.fetch('/api/v1/sessions/p')).status, 404, 'nothing saved')
+  t.equal(h.mock.requests.length, 0, 'nothing sent upstream')
+
+  // Keys that merely look alike are kept as sent, through a restart (read back from LMDB).
+  const ok = await json('/api/v1/files', '{"filename":"a.txt","content":"alpha","metadata":{"__proto_":1,"proto":"x","__proto__x":2}}')
+  t.equal(ok.status, 201)
+  const { id } = (await ok.json()) as { id: string }
+  await h.restart()
+  t.same(((await (await h.fetch(`/api/v1/files/${id}`)).json()) as { metadata: unknown }).metadata, { __proto_: 1, proto: 'x', __proto__x: 2 })
+})
+
+t.test('Content-Encoding: gzip, deflate and br bodies are decoded within the body limit; others are a 415', async (t) => {
+  const h = await startHarness(t, { env: { MAX_BODY_BYTES: String(64 * 1024) } })
+  const body = JSON.stringify({ model: 'openai/gpt-4o', sessionId: 'zipped', messages: [{ role: 'user', content: 'hello, compressed' }] })
+  const post = (path: string, data: Buffer | string | FormData, headers: Record<string, string>) =>
+    h.fetch(path, { method: 'POST', headers, body: data })
+  const json = { 'content-type': 'application/json' }
+  for (const [coding, encoded] of [
+    ['gzip', gzipSync(body)],
+    ['deflate', deflateSync(body)],
+    ['br', brotliCompressSync(body)],
+  ] as const) {
+    const r = await post('/api/v1/chat/completions', encoded, { ...json, 'content-encoding': coding })
+    t.equal(r.status, 200, coding)
+  }
+  const session = (await (await h.fetch('/api/v1/sessions/zipped')).json()) as { messages: { content: string }[] }
+  t.equal(session.messages[0]?.content, 'hello, compressed', 'read as the JSON it encodes')
+
+  // 1 MiB of zeros in a string: about 1 KiB gzipped, far past the 64 KiB limit once decoded.
+  const bomb = gzipSync(JSON.stringify({ model: 'openai/gpt-4o', messages: [{ role: 'user', content: '0'.repeat(1024 * 1024) }] }))
+  t.ok(bomb.length < 8 * 1024)
+  const refused = await post('/api/v1/chat/completions', bomb, { ...json, 'content-encoding': 'gzip' })
+  t.equal(refused.status, 413)
+  t.match(await refused.json(), { error: { code: 'payload_too_large', message: 'Request body exceeds 65536 bytes once decoded (Content-Encoding: gzip)' } })
+
+  const corrupt = await post('/api/v1/chat/completions', Buffer.from('not gzip at all'), { ...json, 'content-encoding': 'gzip' })
+  t.equal(corrupt.status, 400)
+  t.match(await corrupt.json(), { error: { code: 'invalid_json', message: /^Request body is not valid gzip data/ } })
+
+  const unknown = await post('/api/v1/chat/completions', body, { ...json, 'content-encoding': 'compress' })
+  t.equal(unknown.status, 415)
+  t.match(await unknown.json(), { error: { code: 'unsupported_media_type', message: /Content-Encoding "compress" is not supported/ } })
+
+  // A multipart upload, gzipped whole: decoded on its way to the form parser.
+  const form = new Response(formWith('notes.txt', 'zipped notes about llamas'))
+  const type = form.headers.get('content-type') ?? ''
+  const upload = await post('/api/v1/files', gzipSync(Buffer.from(await form.arrayBuffer())), { 'content-type': type, 'content-encoding': 'gzip' })
+  t.equal(upload.status, 201)
+  t.match(await upload.json(), { filename: 'notes.txt', bytes: 25 })
+  const big = new Response(formWith('big.txt', '0'.repeat(30 * 1024 * 1024)))
+  const bigUpload = await post('/api/v1/files', gzipSync(Buffer.from(await big.arrayBuffer())), {
+    'content-type': big.headers.get('content-type') ?? '',
+    'content-encoding': 'gzip',
+  })
+  t.equal(bigUpload.status, 413, 'a form inflating past the upload limit')
+})
+
+function formWith(name: string, text: string): FormData {
+  const form = new FormData()
+  form.set('file', new Blob([text], { type: 'text/plain' }), name)
+  return form
+}
+
+t.test('failed authentications are limited per client address: 429 with Retry-After, valid keys still served', async (t) => {
+  let now = 1_000_000
+  const h = await startHarness(t, { env: { AUTH_FAILURE_LIMIT: '3' }, gateway: { clock: () => now } })
+  const statuses: number[] = []
+  for (let i = 0; i < 3; i++) statuses.push((await h.fetch('/api/v1/sessions', { key: `rg_wrong_key_${i}` })).status)
+  statuses.push((await h.fetch('/api/v1/sessions', { key: null })).status)
+  t.same(statuses, [401, 401, 401, 429], 'three failures a minute, then 429 (a missing key counts too)')
+  const limited = await h.fetch('/api/v1/sessions', { key: 'rg_wrong_key_again' })
+  t.equal(limited.status, 429)
+  t.equal(limited.headers.get('retry-after'), '20', 'one failure comes back every 20 s at 3 a minute')
+  t.match(await limited.json(), {
+    error: { code: 'rate_limit_exceeded', type: 'rate_limit_error', message: /^Too many failed authentications from your address \(3 a minute\)/ },
+  })
+  t.equal((await h.fetch('/api/v1/sessions')).status, 200, 'a valid key from the same address is served (a NAT or proxy shares it)')
+  t.equal((await h.fetch('/healthz', { key: 'rg_wrong' })).status, 200, 'routes without a key are not affected')
+  now += 20_000
+  t.equal((await h.fetch('/api/v1/sessions', { key: 'rg_wrong_key_later' })).status, 401, 'the budget refills with time')
+  t.equal((await h.fetch('/api/v1/sessions', { key: 'rg_wrong_key_later' })).status, 429)
+})
+
+t.test('/metrics labels only models the upstream accepted, and METRICS_TOKEN guards it', async (t) => {
+  const token = 'mt_Zk3vQ9xLr2Wp8Ny4Bs7Hd1Jc6Fg5Tm0A'
+  const h = await startHarness(t, { env: { METRICS_TOKEN: token } })
+  const client = h.client()
+  for (let i = 0; i < 5; i++) {
+    h.mock.enqueue({ status: 400, errorMessage: `${i} is not a valid model ID` })
+    await client.chat.completions.create({ model: `junk/slot-filler-${i}`, messages: [{ role: 'user', content: 'x' }] }).catch(() => undefined)
+  }
+  await client.chat.completions.create({ model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'a real one' }] })
+
+  const open = await fetch(`${h.gw.url}/metrics`)
+  t.equal(open.status, 401)
+  t.match(await open.json(), { error: { code: 'invalid_metrics_token', type: 'authentication_error' } })
+  t.equal((await fetch(`${h.gw.url}/metrics`, { headers: { authorization: 'Bearer wrong' } })).status, 401)
+  const scraped = await fetch(`${h.gw.url}/metrics`, { headers: { authorization: `Bearer ${token}` } })
+  t.equal(scraped.status, 200)
+  const text = await scraped.text()
+  t.notMatch(text, /slot-filler/, 'no refused name took a label slot')
+  t.match(text, /recallgate_upstream_headers_seconds_count\{model="openai\/gpt-4o-mini"\} 1/)
+  t.match(text, /recallgate_upstream_headers_seconds_count\{model="other"\} 5/, 'refused requests are still timed, as other')
+})
+
+t.test('a client-chosen request id never becomes ours: echoed as x-client-request-id and logged beside our own', async (t) => {
+  const h = await startHarness(t)
+  // Tenant B tries to pass its request off as one of tenant A's, by A's id.
+  const a = await h.fetch('/api/v1/sessions')
+  const aId = a.headers.get('x-request-id') ?? ''
+  t.match(aId, /^req_[0-9a-f-]{36}$/)
+  const b = await h.fetch('/api/v1/sessions', { key: KEY_B, headers: { 'x-request-id': aId } })
+  const bId = b.headers.get('x-request-id') ?? ''
+  t.not(bId, aId, 'the forged id is not taken')
+  t.match(bId, /^req_/)
+  t.equal(b.headers.get('x-client-request-id'), aId, "the client's own id comes back beside ours")
+  const c = await h.fetch('/api/v1/sessions', { headers: { 'x-client-request-id': 'trace.42:x', 'x-request-id': 'ignored' } })
+  t.equal(c.headers.get('x-client-request-id'), 'trace.42:x', "OpenAI's header wins")
+  const odd = await h.fetch('/api/v1/sessions', { headers: { 'x-request-id': 'has spaces' } })
+  t.equal(odd.headers.get('x-client-request-id'), null, 'only plain tokens are echoed or logged')
+
+  await h.gw.close()
+  const lines = h
+    .logs()
+    .split('\n')
+    .filter((l) => l.includes('"msg":"request"'))
+    .map((l) => JSON.parse(l) as { reqId: string; clientRequestId?: string; tenant: string })
+  t.equal(lines.filter((l) => l.reqId === aId).length, 1, "one line carries A's id: A's own")
+  t.match(lines.find((l) => l.reqId === bId), { clientRequestId: aId })
 })

@@ -123,7 +123,7 @@ if (baseUrl === undefined) {
     const embeddedRecall = recallOf(embedded.recall, dataDir)
     await embedded.sessions.appendExchange('t1', 'cat', [{ role: 'user', content: 'My cat Bartholomew only eats sardines.' }, { role: 'assistant', content: 'Noted.' }])
     await embeddedRecall.close()
-    await embedded.traces.append([{ tenant: 't1', trace: { id: 'req_1', createdAt: 9, sessionId: 'trip', messages: [] } as unknown as RequestTrace }], 10)
+    await embedded.traces.append([{ tenant: 't1', trace: { id: 'req_1', createdAt: 9, sessionId: 'trip', messagesJson: '[]' } as unknown as RequestTrace }], 10)
     const kb = (files: FileStore, dir: string) =>
       new KnowledgeBase({ files, dataDir: dir, embedder: new LocalEmbedder(), chunkTokens: 64, chunkOverlap: 8, maxChunksPerFile: 100, clock: () => 1_700_000_000_000, prepareInWorker: false })
     const upload = (filename: string, text: string) => ({ filename, contentType: 'text/plain', bytes: Buffer.from(text), metadata: { from: 'lmdb' } })

@@ -30,12 +30,20 @@ async function ask(h: Harness, content: string, extra: object = {}): Promise<{ r
 
 t.test('chit-chat and unanswerable questions add no chunks, and say why', async (t) => {
   const h = await setup(t)
-  for (const q of ['hi', 'thanks!', 'Who won the football world cup in 1998?']) {
+  for (const q of ['Who won the football world cup in 1998?', 'Is the museum open on Mondays?']) {
     const r = await ask(h, q)
     t.equal(r.includedChunks, 0, `${q}: no chunk`)
     t.notMatch(r.sent, /Excerpts from the user's files/, `${q}: no context message`)
     t.ok(r.rag.reason === 'no_match' || r.rag.reason === 'not_relevant', `${q}: reason ${r.rag.reason}`)
   }
+  // Turns that ask nothing are not searched at all, even when a file shares their words ("greetings cards").
+  for (const q of ['hi', 'thanks!', 'ok, got it', 'Greetings!', '👍']) {
+    const r = await ask(h, q)
+    t.match(r.rag, { reason: 'small_talk', resultsFound: 0, sources: [], bestRelevance: null }, `${q}: small talk`)
+  }
+  // A caller's own ragQuery is always searched.
+  const chosen = await ask(h, 'thanks!', { ragQuery: 'boiler pressure' })
+  t.equal(chosen.rag.sources[0]?.filename, 'boiler.md')
   // "greetings" is in library.md, but one common word of a question about something else is not relevance.
   const weak = await ask(h, 'Send my greetings to the new Portuguese ambassador in Helsinki')
   t.equal(weak.rag.reason, 'not_relevant')
@@ -63,4 +71,43 @@ t.test('ragQuery "" searches for nothing; useRAG false and no files say so', asy
   const fresh = await startHarness(t)
   const none = await ask(fresh, 'What pressure should the boiler stay at?')
   t.match(none.rag, { resultsFound: 0, reason: 'no_files' })
+})
+
+/** Seven small files, as a new user's first knowledge base (issue 24): each a few sentences about one thing. */
+const SMALL_KB: Array<[string, string]> = [
+  ['gift-cards.md', '# Gift cards\n\nGift cards can be refunded within 30 days of purchase if no balance has been used. Refunds go back to the original payment method.'],
+  ['shipping.md', '# Shipping\n\nOrders ship within two business days. Express delivery costs 12 euros and arrives the next day.'],
+  ['returns.md', '# Returns\n\nItems can be returned within 60 days in their original packaging. Return labels are printed from your account page.'],
+  ['warranty.md', '# Warranty\n\nElectronics carry a two-year warranty covering manufacturing defects. Accidental damage is not covered.'],
+  ['accounts.md', '# Accounts\n\nPasswords must be at least twelve characters. Two-factor authentication can be enabled in the security settings.'],
+  ['stores.md', '# Stores\n\nOur stores open at nine and close at eight, Monday to Saturday. Sunday hours vary by city.'],
+  ['loyalty.md', '# Loyalty\n\nMembers earn one point per euro spent. Points expire after eighteen months without a purchase.'],
+]
+
+t.test('a small knowledge base: a question about one file brings that file only; a search for nothing relevant finds nothing', async (t) => {
+  const h = await startHarness(t)
+  for (const [filename, content] of SMALL_KB) {
+    const r = await h.fetch('/api/v1/files', { method: 'POST', key: KEY_A, provider: null, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ filename, content }) })
+    t.equal(r.status, 201)
+  }
+  const r = await ask(h, 'Can I get a refund for a gift card?')
+  t.same([...new Set(r.rag.sources.map((s) => s.filename))], ['gift-cards.md'], 'only the gift-card file')
+
+  const search = async (body: object): Promise<Array<{ filename: string; score: number; relevance: number }>> => {
+    const res = await h.fetch('/api/v1/files/search', { method: 'POST', key: KEY_A, provider: null, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })
+    t.equal(res.status, 200)
+    return ((await res.json()) as { data: Array<{ filename: string; score: number; relevance: number }> }).data
+  }
+  t.same(await search({ query: 'xylophone' }), [], 'a word in no file: no hits')
+  t.same(await search({ query: 'photosynthesis in desert plants' }), [], 'nothing relevant: no hits')
+  const hits = await search({ query: 'gift card refund' })
+  t.equal(hits[0]?.filename, 'gift-cards.md')
+  t.ok(hits.every((x) => x.relevance > 0 && x.relevance <= 1), 'every hit carries its relevance, 0–1')
+  t.ok((hits[0]?.relevance ?? 0) >= 0.5, `the best hit holds most of the query (${hits[0]?.relevance})`)
+  // Asking for weaker matches is possible, never for chunks that share nothing with the query.
+  const loose = await search({ query: 'gift card refund for my account', min_relevance: 0 })
+  t.ok(loose.length >= hits.length)
+  const bad = await h.fetch('/api/v1/files/search', { method: 'POST', key: KEY_A, provider: null, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: 'x', min_relevance: 2 }) })
+  t.equal(bad.status, 400)
+  t.match(await bad.json(), { error: { param: 'min_relevance' } })
 })

@@ -87,6 +87,18 @@ for (const engine of testableEngines(t, 'long-term recall')) {
     t.equal(session.messages.length, 68, 'saveToMemory:false saved nothing; recall only read')
   })
 
+  t.test(`${engine.name}: a turn that asks nothing recalls nothing, even the same words said long ago`, async (t) => {
+    const h = await harness(t)
+    for (let i = 0; i < 34; i++) await chat(h, 'thanks', i === 3 ? 'Thanks a lot, that helps!' : filler(i))
+    const thanks = await chat(h, 'thanks', 'Thanks a lot, that helps!', { saveToMemory: false })
+    t.equal(thanks.memory.recalledMessages, 0, 'the old thanks is not recalled (chat/small-talk.ts)')
+    t.notOk(sent(h).some((m) => m.content.startsWith('Earlier turns of this conversation')), 'no recall block')
+    t.ok(thanks.memory.historyMessages > 0, 'the newest turns still go in')
+    // The same old turn is recallable by a question that asks something.
+    const asked = await chat(h, 'thanks', 'Which note did I say thanks a lot for, that helps?', { saveToMemory: false })
+    t.ok(asked.memory.recalledMessages > 0, 'a question with those words recalls it')
+  })
+
   t.test(`${engine.name}: streaming: the same recall, and _metadata on the first chunk says so`, async (t) => {
     const h = await harness(t)
     await longSession(h, 'long')

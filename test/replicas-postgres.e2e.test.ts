@@ -210,7 +210,7 @@ if (baseUrl === undefined) {
     t.teardown(() => relay.close())
     const h = await startHarness(t, { env: { DATABASE_URL: relay.url, DATABASE_STATEMENT_TIMEOUT_MS: '2000' } })
     const url = h.gw.url
-    const key = 'sk-test-tenant-a-0001'
+    const key = 'sk-test-tenant-a-0001-Vq8Zr3Lw5Ym2'
     const chatOnce = (content: string): Promise<Response> =>
       h.fetch('/api/v1/chat/completions', {
         method: 'POST',

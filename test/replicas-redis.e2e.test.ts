@@ -62,7 +62,7 @@ t.test('Redis unreachable: allow keeps serving on the local limiter and stays re
   const allow = await startHarness(t, { env: { REDIS_URL: closed, REDIS_TIMEOUT_MS: '100', RATE_LIMITS: 'free:2' } })
 
   const statuses = []
-  for (let i = 0; i < 3; i++) statuses.push((await allow.fetch('/api/v1/sessions', { key: 'sk-test-free-plan-0003' })).status)
+  for (let i = 0; i < 3; i++) statuses.push((await allow.fetch('/api/v1/sessions', { key: 'sk-test-free-plan-0003-Vq8Zr3Lw5Ym2' })).status)
   t.same(statuses, [200, 200, 429], 'the local bucket of 2 decides')
   const ready = await allow.fetch('/readyz', { key: null })
   t.equal(ready.status, 200, 'with allow, a Redis outage does not take the replica out of the balancer')
@@ -77,7 +77,7 @@ t.test('Redis unreachable: allow keeps serving on the local limiter and stays re
 
   const deny = await startHarness(t, { env: { REDIS_URL: closed, REDIS_TIMEOUT_MS: '100', RATE_LIMIT_ON_STORE_ERROR: 'deny' } })
 
-  const refused = await deny.fetch('/api/v1/sessions', { key: 'sk-test-free-plan-0003' })
+  const refused = await deny.fetch('/api/v1/sessions', { key: 'sk-test-free-plan-0003-Vq8Zr3Lw5Ym2' })
   t.equal(refused.status, 503)
   t.equal(refused.headers.get('retry-after'), '1')
   t.match(await refused.json(), { error: { code: 'rate_limit_unavailable', type: 'api_error' } })

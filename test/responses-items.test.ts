@@ -10,6 +10,7 @@ import { deepStrictEqual } from 'node:assert/strict'
 import { GatewayError } from '../src/errors.js'
 import { itemsToMessages, messagesToItems, normalizeInput, type ResponseItem } from '../src/responses/items.js'
 import type { ChatMessage } from '../src/types.js'
+import { newId } from '../src/responses/state.js'
 
 const SEED = Number(process.env.FC_SEED ?? 20260822)
 
@@ -462,4 +463,14 @@ t.test('items the client sends → messages → items keeps everything but ids',
       deepStrictEqual(withoutIds(messagesToItems(itemsToMessages(sent), { newId: counter() })), withoutIds(listed))
     }),
   )
+})
+
+t.test('ids: the prefix and 24 hex digits, never repeated across the pool refills', async (t) => {
+  const seen = new Set<string>()
+  for (let i = 0; i < 2000; i++) {
+    const id = newId('resp')
+    if (!/^resp_[0-9a-f]{24}$/.test(id)) t.fail(`malformed id ${id}`)
+    seen.add(id)
+  }
+  t.equal(seen.size, 2000)
 })

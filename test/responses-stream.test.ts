@@ -13,6 +13,7 @@ import { isDeepStrictEqual } from 'node:util'
 import { ResponseStreamTranslator, encodeEvent, type ResponseEvent } from '../src/responses/stream-translator.js'
 import { completionToOutput, responseObject } from '../src/responses/output.js'
 import { checkResponseStream } from './helpers/responses-stream-checker.js'
+import { contentDelta } from '../src/chat/content-delta.js'
 
 function counter(): (prefix: string) => string {
   let n = 0
@@ -48,14 +49,36 @@ const call = (index: number, fields: { id?: string; name?: string; args?: string
   return c
 }
 
-/** The whole stream as the client receives it: start, every chunk, finish, terminal; JSON-parsed as on the wire. */
-function run(chunks: Record<string, unknown>[], customTools?: ReadonlySet<string>): { events: Record<string, unknown>[]; finish: ReturnType<ResponseStreamTranslator['finish']> } {
+/**
+ * The whole stream as the client receives it: start, every chunk, finish, terminal; JSON-parsed as on the wire.
+ * `unparsed`: each chunk goes over the wire as the relay gets it (JSON text), and the ones that are only a piece of text
+ * are translated without a parse (contentDelta → pushText), as the relay does; `fast` counts them.
+ */
+function run(
+  chunks: Record<string, unknown>[],
+  customTools?: ReadonlySet<string>,
+  unparsed = false,
+): { events: Record<string, unknown>[]; finish: ReturnType<ResponseStreamTranslator['finish']>; fast: number } {
   const tr = translator(customTools)
-  const events: ResponseEvent[] = [...tr.start()]
-  for (const c of chunks) events.push(...tr.push(c))
+  const wire: string[] = tr.start().map(encodeEvent)
+  let fast = 0
+  for (const c of chunks) {
+    const piece = unparsed ? contentDelta(JSON.stringify(c)) : undefined
+    const encoded = piece === undefined ? undefined : tr.pushText(piece)
+    if (encoded !== undefined) {
+      fast++
+      wire.push(encoded)
+    } else wire.push(...tr.push(c).map(encodeEvent))
+  }
   const finish = tr.finish()
-  events.push(...finish.events, tr.terminal())
-  return { events: JSON.parse(JSON.stringify(events)) as Record<string, unknown>[], finish }
+  wire.push(...finish.events.map(encodeEvent), encodeEvent(tr.terminal()))
+  const events = wire.flatMap((frame) => frame.split('\n\n').filter((f) => f !== '').map((f) => {
+    const [event, data] = f.split('\n')
+    const parsed = JSON.parse((data ?? '').slice('data: '.length)) as Record<string, unknown>
+    if (event !== `event: ${String(parsed.type)}`) throw new Error(`frame's event line ${event} does not match its type ${String(parsed.type)}`)
+    return parsed
+  }))
+  return { events, finish, fast }
 }
 
 const types = (events: Record<string, unknown>[]): string[] => events.map((e) => String(e.type))
@@ -99,6 +122,17 @@ t.test('text only: the recorded order and payloads', async (t) => {
     usage: { input_tokens: 10, input_tokens_details: { cached_tokens: 4 }, output_tokens: 5, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 15 },
   })
   t.match(events[0], { response: { status: 'in_progress', output: [], usage: null } })
+})
+
+t.test('text pieces are translated without a parse, into the events a parse gives', async (t) => {
+  const chunks = [chunk({ role: 'assistant', content: '' }), text('Hel'), text('lo "quoted" \\ é\n'), text('!'), chunk({}, 'stop'), usageChunk()]
+  const parsed = run(chunks)
+  const unparsed = run(chunks, undefined, true)
+  // The first text piece opens the message (parsed); the next two continue it without a parse.
+  t.equal(unparsed.fast, 2)
+  t.strictSame(unparsed.events, parsed.events)
+  t.strictSame(checkResponseStream(unparsed.events), [])
+  t.equal(unparsed.finish.output.length, 1)
 })
 
 t.test('tools only: one call after the other', async (t) => {
@@ -498,6 +532,9 @@ t.test('a reply streamed in any pieces gives the output its non-stream completio
       const violations = checkResponseStream(events)
       if (violations.length > 0) throw new Error(violations.join('\n'))
       if (!isDeepStrictEqual(finish.output, expected.output)) throw new Error(`stream ${JSON.stringify(finish.output)}\njson   ${JSON.stringify(expected.output)}`)
+      // The relay translates text-only events without parsing them: the client must see the same events.
+      const unparsed = run(chunks, custom, true)
+      if (!isDeepStrictEqual(unparsed.events, events)) throw new Error(`unparsed ${JSON.stringify(unparsed.events)}\nparsed   ${JSON.stringify(events)}`)
     },
   )
   const details = fc.check(property, { seed: SEED, numRuns: 300 })

@@ -54,6 +54,24 @@ t.test('previous_response_id: the second turn carries the first; instructions ar
   t.ok(r2.usage && r1.usage && r2.usage.input_tokens > r1.usage.input_tokens, 'the whole context is billed again')
 })
 
+t.test('a chain walked before is walked again after a turn of it is deleted: the context ends there', async (t) => {
+  const h = await startHarness(t)
+  const client = h.client()
+  const r1 = await client.responses.create({ model: MODEL, input: 'one' })
+  const r2 = await client.responses.create({ model: MODEL, input: 'two', previous_response_id: r1.id })
+  const r3 = await client.responses.create({ model: MODEL, input: 'three', previous_response_id: r2.id })
+  // Asked twice: the second time the chain comes from the gateway's cache of walked chains.
+  for (const round of ['walked', 'cached']) {
+    await client.responses.create({ model: MODEL, input: 'four', previous_response_id: r3.id, store: false })
+    t.same(texts(sentMessages(h)).filter((s) => s.startsWith('user:')), ['user:one', 'user:two', 'user:three', 'user:four'], round)
+  }
+  await client.responses.delete(r2.id)
+  await client.responses.create({ model: MODEL, input: 'four', previous_response_id: r3.id, store: false })
+  t.same(texts(sentMessages(h)).filter((s) => s.startsWith('user:')), ['user:three', 'user:four'], 'the deleted turn and everything before it are gone')
+  const gone = await client.responses.create({ model: MODEL, input: 'x', previous_response_id: r2.id }).then(() => undefined, (e: unknown) => e)
+  t.ok(gone instanceof OpenAI.BadRequestError, 'the deleted response itself is not found')
+})
+
 t.test('forks: two responses off one parent each see only their own branch', async (t) => {
   const h = await startHarness(t)
   const client = h.client()

@@ -16,8 +16,8 @@ import { startMockUpstream } from '../src/mock-upstream.js'
 import { spawnGateway } from './helpers/child-gateway.js'
 import { KEY_A, KEY_B, startHarness } from './helpers/harness.js'
 
-const KEY_1 = 'sk-full-disk-tenant-one-0001'
-const KEY_2 = 'sk-full-disk-tenant-two-0002'
+const KEY_1 = 'sk-full-disk-tenant-one-0001-Vq8Zr3Lw5Ym2'
+const KEY_2 = 'sk-full-disk-tenant-two-0002-Vq8Zr3Lw5Ym2'
 const PROVIDER = 'Bearer sk-or-full-disk-provider'
 
 /** About `bytes` of text no two calls repeat (distinct words, so every file makes its own chunks). */

@@ -5,7 +5,7 @@
 import t from 'tap'
 import { hashKey } from '../src/auth/service-keys.js'
 import { GatewayError } from '../src/errors.js'
-import type { RequestTrace, StoredItem, StoredResponse } from '../src/storage/interface.js'
+import { SessionLimitError, type RequestTrace, type StoredItem, type StoredResponse } from '../src/storage/interface.js'
 import { testableEngines } from './helpers/store-engines.js'
 
 const item = (id: string, text: string): StoredItem => ({
@@ -62,6 +62,11 @@ for (const engine of testableEngines(t, 'the store contract')) {
     t.equal(await s.responses.get('tenant-a', 'resp_1'), undefined)
     t.equal(await s.responses.findItem('tenant-a', 'msg_out_resp_1'), undefined, 'its items go with it')
     t.equal(await s.responses.delete('tenant-a', 'resp_1'), false, 'a second delete finds nothing')
+    await s.responses.save('tenant-a', response('resp_2', null, 2))
+    await s.responses.save('tenant-a', response('resp_3', 'resp_2', 3))
+    t.equal(await s.responses.countExisting('tenant-a', ['resp_1', 'resp_2', 'resp_3', 'a\u0000b']), 2, 'existence counts only what is stored')
+    t.equal(await s.responses.countExisting('tenant-b', ['resp_2', 'resp_3']), 0, "another tenant's ids do not exist")
+    t.equal(await s.responses.countExisting('tenant-a', []), 0)
     for (const odd of ['', 'x'.repeat(5000), 'a\u0000b'])
       t.equal(await s.responses.get('tenant-a', odd), undefined, `id of length ${odd.length}`)
   })
@@ -124,6 +129,50 @@ for (const engine of testableEngines(t, 'the store contract')) {
     await s.sessions.appendExchange('tenant-a', 's', [{ role: 'user', content: 'e' }, { role: 'assistant', content: 'f' }, { role: 'user', content: 'g' }, { role: 'assistant', content: 'h' }])
     const again = await s.reopen()
     t.same((await again.sessions.history('tenant-a', 's')).map((m) => `${m.seq}:${m.text}`), ['5:f', '6:g', '7:h'], 'an exchange longer than the bound keeps its newest')
+  })
+
+  t.test(`${engine.name}: a plan's session bound refuses a new session whole, never a save to one that exists`, async (t) => {
+    const s = await engine.open(t)
+    const bounds = { maxSessions: 2 }
+    const say = (text: string) => [{ role: 'user' as const, content: text }]
+    await s.sessions.appendExchange('tenant-a', 's1', say('one'), { bounds })
+    await s.sessions.appendExchange('tenant-a', 's2', say('two'), { bounds })
+    await s.sessions.appendExchange('tenant-b', 's3', say('another tenant has its own count'), { bounds })
+    const refused = await s.sessions.appendExchange('tenant-a', 's3', say('three'), { bounds }).catch((err: unknown) => err)
+    t.type(refused, SessionLimitError)
+    t.match(refused, { limit: 2, used: 2 })
+    t.equal(await s.sessions.get('tenant-a', 's3'), undefined, 'nothing of the refused save is left')
+    t.equal((await s.sessions.appendExchange('tenant-a', 's1', say('more'), { bounds })).length, 1, 'an existing session still saves')
+    t.same(await s.sessions.usage('tenant-a'), { sessions: 2, largestSession: 2 })
+    t.same(await s.sessions.usage('tenant-c'), { sessions: 0, largestSession: 0 })
+    await s.sessions.delete('tenant-a', 's2')
+    await s.sessions.appendExchange('tenant-a', 's3', say('three'), { bounds })
+    t.equal((await s.sessions.get('tenant-a', 's3'))?.messageCount, 1, 'a deleted session frees its place')
+  })
+
+  t.test(`${engine.name}: saves racing for the last free session (two instances): exactly one wins`, async (t) => {
+    const s = await engine.open(t)
+    const other = await s.another()
+    const bounds = { maxSessions: 3 }
+    await s.sessions.appendExchange('tenant-a', 'first', [{ role: 'user', content: 'x' }], { bounds })
+    const results = await Promise.allSettled(
+      Array.from({ length: 8 }, (_, i) =>
+        (i % 2 === 0 ? s : other).sessions.appendExchange('tenant-a', `racer-${i}`, [{ role: 'user', content: `r${i}` }], { bounds }),
+      ),
+    )
+    t.equal(results.filter((r) => r.status === 'fulfilled').length, 2, 'the two free places are taken, no more')
+    t.ok(results.every((r) => r.status === 'fulfilled' || r.reason instanceof SessionLimitError), 'the others are refused as over the bound')
+    t.equal((await s.sessions.usage('tenant-a')).sessions, 3)
+  })
+
+  t.test(`${engine.name}: a plan's message bound prunes oldest first, never past the store's own bound`, async (t) => {
+    const s = await engine.open(t, { maxMessagesPerSession: 5 })
+    const turn = (i: number) => [{ role: 'user' as const, content: `q${i}` }, { role: 'assistant' as const, content: `a${i}` }]
+    for (let i = 0; i < 3; i++) await s.sessions.appendExchange('tenant-a', 's', turn(i), { bounds: { maxMessages: 3 } })
+    t.same((await s.sessions.history('tenant-a', 's')).map((m) => m.text), ['a1', 'q2', 'a2'])
+    for (let i = 3; i < 6; i++) await s.sessions.appendExchange('tenant-a', 's', turn(i), { bounds: { maxMessages: 100 } })
+    t.equal((await s.sessions.get('tenant-a', 's'))?.messageCount, 5, "a plan's larger figure stops at the store's bound")
+    t.same(await s.sessions.usage('tenant-a'), { sessions: 1, largestSession: 5 })
   })
 
   t.test(`${engine.name}: sessions list in id order, page by page with after, per tenant`, async (t) => {
@@ -243,7 +292,7 @@ function trace(id: string, createdAt: number, sessionId: string | null): Request
     cachedTokens: null,
     error: null,
     sessionId,
-    messages: [{ role: 'user', content: `asked in ${id} \u0000 with a NUL` }],
+    messagesJson: JSON.stringify([{ role: 'user', content: `asked in ${id} \u0000 with a NUL` }]),
   } as unknown as RequestTrace
 }
 
@@ -259,7 +308,7 @@ for (const engine of testableEngines(t, 'request traces')) {
     t.same((await s.traces.list('tenant-a', 3)).map((x) => x.id), ['req-a5', 'req-a4', 'req-a3'], "newest first, through either instance's writes")
     t.same((await s.traces.list('tenant-b', 3)).map((x) => x.id), ['req-2'], 'per tenant')
     const got = await other.traces.get('tenant-a', 'req-a4')
-    t.same(got?.messages, [{ role: 'user', content: 'asked in req-a4 \u0000 with a NUL' }], 'kept whole')
+    t.same(JSON.parse(got?.messagesJson ?? 'null'), [{ role: 'user', content: 'asked in req-a4 \u0000 with a NUL' }], 'kept whole')
     t.equal(await s.traces.get('tenant-b', 'req-a4'), undefined, "another tenant's trace is not found")
     t.equal(await s.traces.get('tenant-a', 'a\u0000b'), undefined)
     // How many went depends on how eagerly the engine prunes beyond `keep` (LMDB lets a few more stay): req-a4 at least.

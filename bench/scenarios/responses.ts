@@ -54,7 +54,10 @@ export async function responsesScenario(ctx: ScenarioContext): Promise<ScenarioR
       rounds,
       batch: { connections: 32, durationMs: ctx.quick ? 600 : 1000 },
       warmup: { connections: 32, durationMs: 500 },
+      // --profile: this phase only (both arms run in the one gateway; the profile's src/ functions tell them apart).
+      afterWarmup: () => stack.profileStart(),
     })
+    await stack.profileStop('32 connections', { gateway: (c32.get('chat')?.ok ?? 0) + (c32.get('responses')?.ok ?? 0) })
 
     ctx.log(`responses: seeding a ${TURNS}-turn session and a ${TURNS}-turn chain`)
     let previous: string | undefined

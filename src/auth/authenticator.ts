@@ -34,8 +34,9 @@ export class Authenticator {
   /**
    * The caller's tenant. Synchronous whenever the answer is known here (inline keys, the key store's own answer);
    * a promise only when a caching store has to ask its database about a hash it has not seen (server.ts awaits it).
+   * `cacheOnly`: never ask the database (a client address past its failed-authentication budget).
    */
-  authenticate(headers: IncomingHttpHeaders): Tenant | Promise<Tenant> {
+  authenticate(headers: IncomingHttpHeaders, opts: { cacheOnly?: boolean } = {}): Tenant | Promise<Tenant> {
     const key = Authenticator.presentedKey(headers)
     if (key === undefined) throw gatewayError('missing_service_key')
     // No cache of raw key → hash: it would keep presented keys in memory beyond their request, for ≈ 0.6 µs saved.
@@ -50,7 +51,7 @@ export class Authenticator {
     if (inlinePlan !== undefined) return { id: tenantIdFor(hash), plan: inlinePlan }
     const tenant = this.#stored.lookup(hash)
     if (tenant !== undefined) return tenant
-    if (this.#stored.lookupMiss === undefined) throw gatewayError('invalid_service_key')
+    if (this.#stored.lookupMiss === undefined || opts.cacheOnly === true) throw gatewayError('invalid_service_key')
     return this.#stored.lookupMiss(hash).then((found) => {
       if (found === undefined) throw gatewayError('invalid_service_key')
       return found

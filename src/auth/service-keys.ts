@@ -35,3 +35,20 @@ export function sameHash(a: string, b: string): boolean {
   const bb = Buffer.from(b, 'hex')
   return ab.length === bb.length && timingSafeEqual(ab, bb)
 }
+
+/** What a generated key holds: 24 random bytes. Inline keys (SERVICE_KEYS) and METRICS_TOKEN must hold as much. */
+export const GENERATED_KEY_BITS = 192
+
+/**
+ * The most a secret can hold, in bits: its length times log2 of the smallest alphabet it is written in (hex 16,
+ * base64url 64, printable ASCII 94; anything else counts as 94 per character). An upper bound, not a measure: it
+ * cannot see that `aaaa…` is weak, so a secret with fewer than 12 distinct characters counts as 0 (a random key of
+ * 32 base64url or 48 hex characters has about 25 or 15). Enough to refuse the short and patterned keys people type
+ * by hand, which is what the check is for; generated keys always pass (`rg_` + 32 base64url: 210 bits).
+ */
+export function secretBits(secret: string): number {
+  const chars = [...secret]
+  if (new Set(chars).size < 12) return 0
+  const alphabet = /^[0-9a-f]+$/i.test(secret) ? 16 : /^[\w-]+$/.test(secret) ? 64 : 94
+  return Math.floor(chars.length * Math.log2(alphabet))
+}

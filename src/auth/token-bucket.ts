@@ -28,10 +28,7 @@ export class TokenBucket {
   }
 
   take(now: Ms): TakeResult {
-    // A clock that steps backwards (NTP) must not drain or overfill the bucket.
-    const elapsed = Math.max(0, now - this.#updated)
-    this.#tokens = Math.min(this.capacity, this.#tokens + elapsed * this.#perMs)
-    this.#updated = Math.max(this.#updated, now)
+    this.#refill(now)
     const allowed = this.#tokens >= 1
     if (allowed) this.#tokens -= 1
     return {
@@ -40,5 +37,18 @@ export class TokenBucket {
       resetMs: (this.capacity - this.#tokens) / this.#perMs,
       retryAfterMs: allowed ? 0 : (1 - this.#tokens) / this.#perMs,
     }
+  }
+
+  /** Time until a token is available (0: one is now), without taking it. */
+  wait(now: Ms): Ms {
+    this.#refill(now)
+    return this.#tokens >= 1 ? 0 : (1 - this.#tokens) / this.#perMs
+  }
+
+  #refill(now: Ms): void {
+    // A clock that steps backwards (NTP) must not drain or overfill the bucket.
+    const elapsed = Math.max(0, now - this.#updated)
+    this.#tokens = Math.min(this.capacity, this.#tokens + elapsed * this.#perMs)
+    this.#updated = Math.max(this.#updated, now)
   }
 }

@@ -14,7 +14,7 @@ import { callUpstream, readCompletion } from './upstream-call.js'
 import type { Bytes, ChatMessage, Clock, PromptTrace, Tenant, Tokens } from '../types.js'
 import type { Metadata } from './metadata.js'
 import { relayStream, spliceMetadata, SSE_HEADERS, streamFailure, type StreamOutcome, type Usage } from './relay-stream.js'
-import { upstreamBodyJson } from './upstream-body.js'
+import { messagesJsonOf, upstreamBody } from './upstream-body.js'
 import { replyFromCompletion } from '../messages/reply.js'
 import { validateChat, type ChatRequest, type ValidationLimits } from './validate.js'
 
@@ -80,7 +80,9 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
       const so = fields.stream_options
       fields = { ...fields, stream_options: { ...(so && typeof so === 'object' ? so : {}), include_usage: true } }
     }
-    const call = await callUpstream(o.upstream, ctx, upstreamBodyJson(fields, prepared.messages), {
+    const sent = upstreamBody(fields, prepared.messages)
+    if (prepared.trace !== undefined) prepared.trace.messagesJson = messagesJsonOf(sent)
+    const call = await callUpstream(o.upstream, ctx, sent.json, {
       authorization,
       stream: req.stream,
       clock: o.clock,

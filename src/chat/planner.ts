@@ -3,6 +3,7 @@
  * packed into the model's window with exact token counts, plus `_metadata`. Also saves completed exchanges.
  * Each step is a small function of its inputs; this module only wires them.
  */
+import type { Quotas } from '../quotas/quotas.js'
 import type { ChatMessage, PromptTrace, Tenant, Tokens } from '../types.js'
 import { invalidParam } from '../errors.js'
 import { checkPairing, hasToolCalls } from '../messages/pairing.js'
@@ -20,6 +21,7 @@ import type { Metadata } from './metadata.js'
 import type { Usage } from './relay-stream.js'
 import type { ChatRequest } from './validate.js'
 import { alignResent } from './resent-history.js'
+import { asksNothing } from './small-talk.js'
 import { StablePrefix } from './stable-prefix.js'
 import { clientMarksCache, needsBreakpoints, withBreakpoints } from './cache-breakpoints.js'
 
@@ -44,6 +46,8 @@ export interface PlannerOptions {
   relevanceGate?: RelevanceGate
   /** Long-term recall; absent when RECALL=off. */
   recall?: { service: SessionRecall; recentShare: number }
+  /** The tenant's plan's quotas (quotas/): a new session is checked before the upstream call, saves are bounded. */
+  quotas?: Pick<Quotas, 'checkNewSession' | 'sessionBounds'>
 }
 
 /**
@@ -101,6 +105,10 @@ export class Planner implements ChatPlanner {
         : req.sessionId === undefined
           ? []
           : await o.sessions.history(tenant.id, req.sessionId, readLimit)
+    // A session that reads back empty may be new: refused now if the plan has no session left, not after the upstream
+    // was paid for a reply that could not be saved. A running session never pays for this (quotas.ts says the cost).
+    if (stored.length === 0 && req.history === undefined && req.sessionId !== undefined && req.saveToMemory)
+      await o.quotas?.checkNewSession(tenant, req.sessionId)
     const aligned = alignResent(stored, other)
     let history = stored.slice(0, aligned.history)
     const fresh = other.slice(aligned.recognized)
@@ -122,6 +130,8 @@ export class Planner implements ChatPlanner {
     let reason: NotRetrieved | undefined
     if (!req.useRAG) reason = 'disabled'
     else if (query === undefined || query.trim() === '') reason = 'empty_query'
+    // A turn that asks nothing ("thanks!", "ok") searches for nothing; a `ragQuery` the caller chose always searches.
+    else if (req.ragQuery === undefined && asksNothing(query)) reason = 'small_talk'
     else {
       const ranked = await o.knowledge.search(tenant.id, query, o.ragTopK)
       found = ranked.length
@@ -160,7 +170,7 @@ export class Planner implements ChatPlanner {
       let historyTokens = 0
       for (const m of history) historyTokens += historyMessageTokens(m)
       const recallQuery = retrievalQuery(req)
-      if ((fixed + historyTokens > usable || older > 0) && recallQuery !== undefined) {
+      if ((fixed + historyTokens > usable || older > 0) && recallQuery !== undefined && !asksNothing(recallQuery)) {
         // About the block's room (the retrieval block may take less than its budget): sizes the candidate list.
         const room = Math.floor((usable - fixed) * (1 - recall.recentShare))
         recalled = await recall.service.search(tenant.id, req.sessionId, recallQuery, room)
@@ -276,7 +286,10 @@ export class Planner implements ChatPlanner {
     const fresh = saving?.fresh ?? req.messages
     const toSave = fresh.filter((m) => m.role !== 'system' && m.role !== 'developer')
     toSave.push(reply)
-    await this.#o.sessions.appendExchange(tenant.id, req.sessionId, toSave, { replaceFrom: saving?.replaceFrom })
+    await this.#o.sessions.appendExchange(tenant.id, req.sessionId, toSave, {
+      replaceFrom: saving?.replaceFrom,
+      ...(this.#o.quotas ? { bounds: this.#o.quotas.sessionBounds(tenant.plan) } : {}),
+    })
   }
 
   observeUsage(model: string, counted: Tokens, usage: Usage | undefined): void {

@@ -20,6 +20,7 @@ import { ChunkReader } from '../upstream/chunk-reader.js'
 import { transportError, upstreamHttpError } from '../upstream/errors.js'
 import { SseEventTooLargeError, SseParser } from '../upstream/sse-parser.js'
 import { ReplyAssembler } from '../messages/reply.js'
+import { contentDelta, type ContentDelta } from './content-delta.js'
 import type { Bytes, ChatMessage, StreamFailureReason } from '../types.js'
 
 export interface Usage {
@@ -100,6 +101,11 @@ export interface RelayOptions {
 export interface StreamFormat {
   /** An upstream chunk (any: content, tool calls, the usage-only chunk) → what to send now ('' for nothing). */
   chunk(chunk: Record<string, unknown>): string
+  /**
+   * An event that is only a piece of text, not parsed (content-delta.ts): what to send now, or undefined when the
+   * format needs the parsed chunk for it after all (then `chunk` gets it).
+   */
+  text?(piece: ContentDelta): string | undefined
   /** The upstream finished normally: what closes the open items, sent before the save. */
   finishing(): string
   /** Sent after the save resolved, then the response ends. */
@@ -160,6 +166,19 @@ async function relay(o: RelayOptions, onWrite: () => void): Promise<StreamOutcom
       if (e.data === '[DONE]') {
         done = true
         return
+      }
+      // Most events are one piece of text: captured without a parse (content-delta.ts), relayed as they came. The
+      // first event is parsed whole all the same (it carries `_metadata`, and a malformed stream shows there).
+      if (metadataSent || format !== undefined) {
+        const piece = contentDelta(e.data)
+        if (piece !== undefined) {
+          const text = format?.text?.(piece)
+          if (format === undefined || text !== undefined) {
+            if (reply.pushContent(piece.text) && reply.pieces === 1) o.onFirstToken?.()
+            out += text ?? `data: ${e.data}\n\n`
+            return
+          }
+        }
       }
       let chunk: ChunkShape
       try {

@@ -13,15 +13,27 @@ import type { ChatMessage } from '../types.js'
 const remembered = new WeakMap<ChatMessage, string>()
 
 export function upstreamBodyJson(fields: Readonly<Record<string, unknown>>, messages: readonly ChatMessage[]): string {
+  return upstreamBody(fields, messages).json
+}
+
+/** The body, and where in it the `messages` array's JSON starts (it ends one character before the body does). */
+export function upstreamBody(fields: Readonly<Record<string, unknown>>, messages: readonly ChatMessage[]): { json: string; messagesAt: number } {
   // The client's own `messages` is dropped (undefined is not serialised); a spread defines properties, so even a
   // `__proto__` field stays a field.
   const head = JSON.stringify({ ...fields, messages: undefined })
-  let out = head.length > 2 ? `${head.slice(0, -1)},"messages":[` : '{"messages":['
+  let out = head.length > 2 ? `${head.slice(0, -1)},"messages":` : '{"messages":'
+  const messagesAt = out.length
+  out += '['
   for (let i = 0; i < messages.length; i++) {
     if (i > 0) out += ','
     out += messageJson(messages[i] as ChatMessage)
   }
-  return `${out}]}`
+  return { json: `${out}]}`, messagesAt }
+}
+
+/** The `messages` array of a body `upstreamBody` made, as JSON (a slice of it: no copy until it is written). */
+export function messagesJsonOf(body: { json: string; messagesAt: number }): string {
+  return body.json.slice(body.messagesAt, -1)
 }
 
 /**

@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto'
 import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
+import type { AuthFailureLimiter } from '../auth/auth-failure-limiter.js'
 import type { Authenticator } from '../auth/authenticator.js'
 import { enforceDecision, type Limiter } from '../auth/rate-limiter.js'
 import { asGatewayError, gatewayError, toWire, type GatewayError } from '../errors.js'
@@ -79,6 +80,8 @@ export interface RouteDef {
 
 export interface RequestRecord {
   requestId: string
+  /** The id the client chose for the request, if it sent one (see clientRequestId). */
+  clientRequestId: string | undefined
   method: string
   route: string
   status: number
@@ -92,6 +95,8 @@ export interface RequestRecord {
 export interface HttpServerOptions {
   routes: RouteDef[]
   authenticator: Authenticator
+  /** Failed authentications per client address (429 past the budget); none: not limited. */
+  authFailures?: AuthFailureLimiter
   limiter: Limiter
   clock: Clock
   headersTimeout: Ms
@@ -109,6 +114,15 @@ export interface HttpServer {
   inFlight(): number
   /** Refuse new requests with 503 and ask keep-alive clients to reconnect elsewhere. */
   drain(): void
+}
+
+/**
+ * The request id the client chose: OpenAI's `x-client-request-id`, else an `x-request-id` (what proxies and older
+ * clients send). Only a plain token (`[\w.:-]{1,128}`) is kept, so it is safe in a header and a log line.
+ */
+function clientRequestIdOf(req: IncomingMessage): string | undefined {
+  const v = req.headers['x-client-request-id'] ?? req.headers['x-request-id']
+  return typeof v === 'string' && /^[\w.:-]{1,128}$/.test(v) ? v : undefined
 }
 
 export function createHttpServer(opts: HttpServerOptions): HttpServer {
@@ -174,6 +188,7 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
     }
     opts.onRequestDone?.({
       requestId,
+      clientRequestId: undefined,
       method: '-',
       route: 'unparsed',
       status: failure.status,
@@ -187,10 +202,12 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const started = opts.clock()
-    const incomingId = req.headers['x-request-id']
-    const requestId =
-      typeof incomingId === 'string' && /^[\w.:-]{1,128}$/.test(incomingId) ? incomingId : `req_${randomUUID()}`
+    // Always ours: a client-chosen id used as-is could name another tenant's request in the logs and traces
+    // (issue 29). Theirs is echoed beside it and logged as clientRequestId, so they can still correlate by it.
+    const requestId = `req_${randomUUID()}`
     res.setHeader('x-request-id', requestId)
+    const clientRequestId = clientRequestIdOf(req)
+    if (clientRequestId !== undefined) res.setHeader('x-client-request-id', clientRequestId)
     if (draining) res.setHeader('connection', 'close')
 
     inFlight++
@@ -230,9 +247,15 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
       ctx.params = found.match.params
       if (draining) throw gatewayError('shutting_down')
       if (def.auth) {
-        const who = opts.authenticator.authenticate(req.headers)
-        // Only a caching key store asking its database answers with a promise: the usual path stays synchronous.
-        ctx.tenant = who instanceof Promise ? await who : who
+        const address = req.socket.remoteAddress
+        try {
+          const who = opts.authenticator.authenticate(req.headers, { cacheOnly: opts.authFailures?.limited(address) })
+          // Only a caching key store asking its database answers with a promise: the usual path stays synchronous.
+          ctx.tenant = who instanceof Promise ? await who : who
+        } catch (err) {
+          // Only a failure costs anything here: a bucket lookup per failed key (an LRU get and some arithmetic).
+          throw opts.authFailures?.refuse(address, err) ?? err
+        }
         try {
           let d = opts.limiter.check(ctx.tenant.id, ctx.tenant.plan)
           // Only a shared limiter answers with a promise: the embedded mode's check stays synchronous.
@@ -266,6 +289,7 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
       const done = (): void =>
         opts.onRequestDone?.({
           requestId,
+          clientRequestId,
           method: req.method ?? 'GET',
           route,
           status: res.statusCode,

@@ -19,14 +19,20 @@ export interface RelevanceGate {
   minRelevance: number
   /** Below this (and at least `minRelevance`) only the best chunk is retrieved. */
   fullRelevance: number
+  /**
+   * Above `fullRelevance`, a chunk goes in only when its own relevance is at least this: the ranking's tail (chunks
+   * the vector side brought that share little or nothing with the question) stays out. Default 0: every ranked chunk.
+   */
+  hitFloor?: number
 }
 
-export const DEFAULT_RELEVANCE_GATE: RelevanceGate = { minRelevance: 0.3, fullRelevance: 0.5 }
+export const DEFAULT_RELEVANCE_GATE: RelevanceGate = { minRelevance: 0.3, fullRelevance: 0.5, hitFloor: 0.2 }
 
 /** Why a request's prompt got no retrieved chunks (`_metadata.rag.reason`); null when it got some. */
 export type NotRetrieved =
   | 'disabled' // useRAG false
   | 'empty_query' // ragQuery "" (or no user message to search with)
+  | 'small_talk' // the turn asks nothing to look up: a greeting, thanks, "ok" (chat/small-talk.ts)
   | 'no_files' // the caller has no files
   | 'no_match' // no chunk shares a word with the query
   | 'not_relevant' // the best chunk holds less than minRelevance of the query
@@ -41,5 +47,7 @@ export function relevantHits<H extends { relevance: number }>(
   let best = 0
   for (const h of hits) if (h.relevance > best) best = h.relevance
   if (best < gate.minRelevance) return { hits: [], best, reason: 'not_relevant' }
-  return { hits: best < gate.fullRelevance ? hits.slice(0, 1) : hits.slice(), best, reason: undefined }
+  if (best < gate.fullRelevance) return { hits: hits.slice(0, 1), best, reason: undefined }
+  const floor = gate.hitFloor ?? 0
+  return { hits: floor > 0 ? hits.filter((h) => h.relevance >= floor) : hits.slice(), best, reason: undefined }
 }

@@ -74,6 +74,14 @@ export class ReplyAssembler {
     return output
   }
 
+  /** A content piece read without parsing its event (chat/content-delta.ts): what `push` does with `{content}`. */
+  pushContent(text: string): boolean {
+    if (text === '') return false
+    this.#content += text
+    this.pieces++
+    return true
+  }
+
   /** The content text so far (what the client has been shown). */
   get text(): string {
     return this.#content

@@ -19,14 +19,14 @@ import type { UpstreamClient } from '../upstream/client.js'
 import { annotateOutcome, annotateUsage, type ChatPlanner, type PreparedChat } from '../chat/handler.js'
 import { relayStream, SSE_HEADERS, type Usage } from '../chat/relay-stream.js'
 import { callUpstream, readCompletion } from '../chat/upstream-call.js'
-import { upstreamBodyJson } from '../chat/upstream-body.js'
+import { messagesJsonOf, upstreamBody } from '../chat/upstream-body.js'
 import type { ChatRequest } from '../chat/validate.js'
 import { replyFromCompletion } from '../messages/reply.js'
 import { itemsToMessages, type ResponseItem } from './items.js'
 import { completionToOutput, mapUsage, responseObject, statusFromFinish, type ResponseUsage } from './output.js'
 import { parseResponsesRequest, type ResponsesRequest } from './request.js'
 import { fileSearchItem } from './file-search.js'
-import { checkPendingCalls, newId, resolveReferences, storedItems, turnMessages, walkChain, type Chain } from './state.js'
+import { checkPendingCalls, newId, type ChainCache, resolveReferences, storedItems, turnMessages, walkChain, type Chain } from './state.js'
 import { encodeEvent, ResponseStreamTranslator, type ResponseEvent } from './stream-translator.js'
 
 export interface ResponsesHandlerOptions {
@@ -35,6 +35,8 @@ export interface ResponsesHandlerOptions {
   responses: ResponseStore
   conversations: ConversationStore
   sessions: SessionStore
+  /** Walked `previous_response_id` chains, reused by the next turn (state.ts). */
+  chains?: ChainCache
   /** Stored token counts of a turn's messages (what a chained request's packing reads). */
   countStored: (m: ChatMessage) => Tokens
   clock: Clock
@@ -73,11 +75,11 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
       )
     }
     const chain =
-      r.previousResponseId === undefined ? undefined : await walkChain(o.responses, tenant.id, r.previousResponseId, o.limits.maxChainTurns)
+      r.previousResponseId === undefined ? undefined : await walkChain(o.responses, tenant.id, r.previousResponseId, o.limits.maxChainTurns, o.chains)
     if (r.conversationId !== undefined && !(await conversationExists(o, tenant, r.conversationId))) {
       throw gatewayError('not_found', { message: `Conversation with id '${r.conversationId}' not found.`, param: 'conversation' })
     }
-    const input = await resolveReferences(r.input, o.responses, tenant.id, chain?.items)
+    const input = await resolveReferences(r.input, o.responses, tenant.id)
     if (chain !== undefined) checkPendingCalls(chain, input)
     const inputMessages = itemsToMessages(input)
     const messages: ChatMessage[] =
@@ -95,7 +97,9 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
     const createdAt = o.now()
     const fields: Record<string, unknown> = { model: r.model, ...r.chatFields, stream: r.stream }
     if (r.stream) fields.stream_options = { include_usage: true }
-    const call = await callUpstream(o.upstream, ctx, upstreamBodyJson(fields, prepared.messages), {
+    const sent = upstreamBody(fields, prepared.messages)
+    if (prepared.trace !== undefined) prepared.trace.messagesJson = messagesJsonOf(sent)
+    const call = await callUpstream(o.upstream, ctx, sent.json, {
       authorization,
       stream: r.stream,
       clock: o.clock,
@@ -129,6 +133,7 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
         },
         format: {
           chunk: (c) => encodeAll(translator.push(c)),
+          text: (piece) => translator.pushText(piece),
           finishing: () => {
             finished = translator.finish()
             return encodeAll(finished.events)

@@ -112,6 +112,26 @@ export class ResponseStreamTranslator {
     return out
   }
 
+  /**
+   * A piece of text read without parsing its event (chat/content-delta.ts): the `response.output_text.delta` event,
+   * encoded, when the piece simply continues the open message's text; undefined otherwise, and the caller pushes the
+   * parsed chunk instead. The text is written as the upstream escaped it (`piece.json`), the rest as `push` would
+   * make it: the same event, without building and serialising an object per piece.
+   */
+  pushText(piece: { readonly text: string; readonly json: string; readonly finishes: boolean }): string | undefined {
+    if (this.#phase !== 'streaming' || piece.finishes || piece.text === '' || this.#calls.size > 0) return undefined
+    const m = this.#open
+    if (m?.kind !== 'message') return undefined
+    const part = m.parts.at(-1)
+    if (part?.type !== 'output_text') return undefined
+    part.text += piece.text
+    const type = 'response.output_text.delta'
+    return (
+      `event: ${type}\ndata: {"type":"${type}","sequence_number":${this.#seq++},"item_id":${JSON.stringify(m.id)},` +
+      `"output_index":${m.index},"content_index":${m.parts.length - 1},"delta":${piece.json},"logprobs":[]}\n\n`
+    )
+  }
+
   finish(): { events: ResponseEvent[]; output: ResponseItem[]; usage: ResponseUsage; status: ResponseStatus; incompleteDetails: { reason: string } | null } {
     this.#expect('streaming', 'finish')
     this.#phase = 'finished'

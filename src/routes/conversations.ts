@@ -7,6 +7,7 @@
  * Item ids are derived from the message's position in the session (`msg_s12_0`, `fc_s13_1`): stable across reads
  * without storing anything beside the message, which goes upstream exactly as saved.
  */
+import type { Quotas } from '../quotas/quotas.js'
 import { tenantOf } from '../http/tenant.js'
 import { unixSeconds } from '../types.js'
 import { normalizeSessionId } from '../chat/extension-fields.js'
@@ -17,7 +18,7 @@ import type { Handler, RequestContext } from '../http/server.js'
 import { itemsToMessages, messagesToItems, normalizeInput, type ResponseItem } from '../responses/items.js'
 import { metadataField } from '../responses/request.js'
 import { newId } from '../responses/state.js'
-import type { ConversationRecord, ConversationStore, SessionStore } from '../storage/interface.js'
+import type { ConversationRecord, ConversationStore, SessionBounds, SessionStore } from '../storage/interface.js'
 import type { StoredMessage, Tenant } from '../types.js'
 import { listPage } from './list-page.js'
 
@@ -30,9 +31,12 @@ export interface ConversationRoutesOptions {
   now: () => number
   /** The session (its thread) was deleted: what belongs to it goes too (request traces). */
   onDeleted?: (tenant: string, sessionId: string) => Promise<void>
+  /** The tenant's plan's quotas: a conversation's items are a session's messages, bounded alike. */
+  quotas?: Pick<Quotas, 'checkNewSession' | 'sessionBounds'>
 }
 
 export function conversationRoutes(sessions: SessionStore, conversations: ConversationStore, o: ConversationRoutesOptions) {
+  const bounded = (tenant: Tenant): { bounds?: SessionBounds } => (o.quotas ? { bounds: o.quotas.sessionBounds(tenant.plan) } : {})
   const idOf = (ctx: RequestContext): string => {
     const id = normalizeSessionId(ctx.params.id ?? '', 'conversation_id')
     if (id.length > o.maxSessionIdLength) throw invalidParam('conversation_id', `conversation ids are at most ${o.maxSessionIdLength} characters`)
@@ -53,8 +57,11 @@ export function conversationRoutes(sessions: SessionStore, conversations: Conver
     const body = await readJsonObject(ctx.req, o.maxBodyBytes)
     const metadata = metadataField(body.metadata)
     const messages = body.items === undefined || body.items === null ? [] : conversationMessages(body.items, 'items')
-    const rec = await conversations.ensure(tenant.id, { id: newId('conv'), createdAt: o.now(), metadata })
-    if (messages.length > 0) await sessions.appendExchange(tenant.id, rec.id, messages)
+    const id = newId('conv')
+    // Checked before the record is made, so a refused create leaves nothing behind.
+    if (messages.length > 0) await o.quotas?.checkNewSession(tenant, id)
+    const rec = await conversations.ensure(tenant.id, { id, createdAt: o.now(), metadata })
+    if (messages.length > 0) await sessions.appendExchange(tenant.id, rec.id, messages, bounded(tenant))
     sendJson(ctx.res, 200, wire(rec))
   }
 
@@ -101,7 +108,7 @@ export function conversationRoutes(sessions: SessionStore, conversations: Conver
     await find(tenant, id)
     const messages = conversationMessages(body.items, 'items')
     if (messages.length === 0) throw invalidParam('items', 'items must hold at least one item')
-    const saved = await sessions.appendExchange(tenant.id, id, messages)
+    const saved = await sessions.appendExchange(tenant.id, id, messages, bounded(tenant))
     const data = sessionItems(saved)
     sendJson(ctx.res, 200, { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: false })
   }
@@ -132,7 +139,7 @@ export function conversationRoutes(sessions: SessionStore, conversations: Conver
       tenant.id,
       id,
       history.slice(at + 1).map((m) => m.message),
-      { replaceFrom: target.seq },
+      { replaceFrom: target.seq, ...bounded(tenant) },
     )
     sendJson(ctx.res, 200, wire(rec))
   }

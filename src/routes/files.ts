@@ -8,9 +8,11 @@ import busboy from 'busboy'
 import type { IncomingMessage } from 'node:http'
 import { gatewayError, invalidParam } from '../errors.js'
 import { mediaType, parseBoundedJson, readJsonObject } from '../http/body.js'
+import { contentCoding, decodeError, decoder } from '../http/content-encoding.js'
 import { sendJson } from '../http/respond.js'
 import type { Handler, RequestContext } from '../http/server.js'
 import type { KnowledgeBase } from '../knowledge/knowledge-base.js'
+import type { Quotas } from '../quotas/quotas.js'
 import type { Bytes, Tenant } from '../types.js'
 
 export interface UploadedFile {
@@ -25,7 +27,7 @@ function parseMetadata(raw: unknown): Record<string, unknown> | null {
   if (raw === undefined || raw === null || raw === '') return null
   let value: unknown = raw
   if (typeof raw === 'string') {
-    value = parseBoundedJson(Buffer.from(raw, 'utf8'), (problem) => invalidParam('metadata', `metadata is ${problem}`))
+    value = parseBoundedJson(Buffer.from(raw, 'utf8'), (problem) => invalidParam('metadata', `metadata is ${problem}`), 'metadata')
   }
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw invalidParam('metadata', 'metadata must be a JSON object')
@@ -55,6 +57,7 @@ function fileId(ctx: RequestContext): string {
 }
 
 export function readMultipart(req: IncomingMessage, maxFileBytes: Bytes, maxBodyBytes: Bytes): Promise<UploadedFile> {
+  const coding = contentCoding(req)
   return new Promise((resolve, reject) => {
     let bb: busboy.Busboy
     try {
@@ -74,7 +77,8 @@ export function readMultipart(req: IncomingMessage, maxFileBytes: Bytes, maxBody
     const fail = (err: unknown): void => {
       if (settled) return
       settled = true
-      req.unpipe(bb)
+      // Every destination: busboy, or the decoder in front of it.
+      req.unpipe()
       req.resume()
       reject(err)
     }
@@ -128,7 +132,23 @@ export function readMultipart(req: IncomingMessage, maxFileBytes: Bytes, maxBody
       fail(gatewayError('payload_too_large', { param: 'file', message: `The upload exceeds MAX_FILE_BYTES (${maxFileBytes} bytes)` }))
       return
     }
-    req.pipe(bb)
+    if (coding === 'identity') {
+      req.pipe(bb)
+      return
+    }
+    // An encoded form is decoded on its way to busboy, and the decoded bytes are bounded like a plain body's.
+    const decode = decoder(coding)
+    let decoded = 0
+    decode.on('data', (d: Buffer) => {
+      decoded += d.length
+      if (decoded > maxBodyBytes) {
+        decode.unpipe(bb)
+        decode.destroy()
+        fail(decodeError(new RangeError('too large'), coding, maxBodyBytes))
+      }
+    })
+    decode.on('error', (err) => fail(decodeError(err, coding, maxBodyBytes)))
+    req.pipe(decode).pipe(bb)
   })
 }
 
@@ -149,8 +169,12 @@ export function fileRoutes(
     maxFileBytes: Bytes
     maxBodyBytes: Bytes
     ragTopK: number
+    /** Search hits below this relevance are left out unless the body's `min_relevance` says otherwise (RAG_MIN_RELEVANCE). */
+    minRelevance: number
     /** Throws when the store is below its free-disk floor or at its map size: uploads are refused before they start. */
     checkRoom?: () => Promise<void>
+    /** The tenant's plan's file and byte quotas: checked before the body is read, and held for the upload's size. */
+    quotas?: Pick<Quotas, 'checkUploadRoom' | 'reserveUpload'>
   },
 ) {
   // Multipart framing adds a little on top of the file itself.
@@ -159,6 +183,7 @@ export function fileRoutes(
   const upload: Handler = async (ctx) => {
     const tenant = tenantOf(ctx)
     await opts.checkRoom?.()
+    await opts.quotas?.checkUploadRoom(tenant)
     const type = mediaType(ctx.req)
     let file: UploadedFile
     if (type === 'multipart/form-data') file = await readMultipart(ctx.req, opts.maxFileBytes, uploadLimit)
@@ -168,8 +193,12 @@ export function fileRoutes(
         message: `Upload with Content-Type multipart/form-data or application/json, got ${type ?? 'none'}`,
       })
     }
-    const record = await kb.ingest(tenant.id, file)
-    sendJson(ctx.res, 201, record)
+    const release = await opts.quotas?.reserveUpload(tenant, file.bytes.length)
+    try {
+      sendJson(ctx.res, 201, await kb.ingest(tenant.id, file))
+    } finally {
+      release?.()
+    }
   }
 
   const list: Handler = async (ctx) => {
@@ -202,10 +231,26 @@ export function fileRoutes(
       }
       k = body.k
     }
-    const hits = await kb.search(tenantOf(ctx).id, body.query, k)
+    let minRelevance = opts.minRelevance
+    if (body.min_relevance !== undefined && body.min_relevance !== null) {
+      if (typeof body.min_relevance !== 'number' || !(body.min_relevance >= 0 && body.min_relevance <= 1))
+        throw invalidParam('min_relevance', 'min_relevance must be a number from 0 to 1')
+      minRelevance = body.min_relevance
+    }
+    // What chat would consider: a ranking always has a best hit, but a chunk that holds none of the query's words (the
+    // vector side's nearest neighbours of anything) is not an answer, so by default it is not listed either.
+    const hits = (await kb.search(tenantOf(ctx).id, body.query, k)).filter((h) => h.relevance > 0 && h.relevance >= minRelevance)
     sendJson(ctx.res, 200, {
       object: 'list',
-      data: hits.map((h) => ({ file_id: h.file_id, filename: h.filename, metadata: h.metadata, chunk_index: h.chunk_index, score: h.score, text: h.text })),
+      data: hits.map((h) => ({
+        file_id: h.file_id,
+        filename: h.filename,
+        metadata: h.metadata,
+        chunk_index: h.chunk_index,
+        score: h.score,
+        relevance: Math.round(h.relevance * 1000) / 1000,
+        text: h.text,
+      })),
     })
   }
 

@@ -5,6 +5,7 @@
  * gateway registers, both ways.
  */
 import { ERROR_CODES } from '../errors.js'
+import { PLANS } from '../types.js'
 import { sendJsonText } from '../http/respond.js'
 import type { Handler } from '../http/server.js'
 
@@ -262,7 +263,7 @@ export function openApiDocument(): Schema {
           requestBody: { required: true, content: { 'application/json': { schema: ref('ChatCompletionRequest') } } },
           responses: {
             '200': { description: 'a completion, or an event stream', content: { 'application/json': { schema: ref('ChatCompletion') }, 'text/event-stream': {} } },
-            ...errors(400, 401, 404, 413, 429, 502, 503, 504),
+            ...errors(400, 401, 403, 404, 413, 429, 502, 503, 504),
           },
         }),
       },
@@ -320,7 +321,7 @@ export function openApiDocument(): Schema {
           summary: 'upload a file into your knowledge base (ingested before the answer)',
           security: tenantOnly,
           requestBody: { required: true, content: { 'multipart/form-data': { schema: { type: 'object', properties: { file: { type: 'string', format: 'binary' }, metadata: { type: 'string' } } } }, 'application/json': { schema: { type: 'object', required: ['filename', 'content'], properties: { filename: { type: 'string' }, content: { type: 'string' }, metadata: { type: 'object' } } } } } },
-          responses: { '201': json(ref('File'), 'stored'), ...errors(400, 401, 413, 415, 422, 507) },
+          responses: { '201': json(ref('File'), 'stored'), ...errors(400, 401, 403, 413, 415, 422, 507) },
         }),
         get: op({ summary: 'your files', security: tenantOnly, responses: { '200': json(list(ref('File')), 'files'), ...errors(401) } }),
       },
@@ -345,7 +346,26 @@ export function openApiDocument(): Schema {
           summary: 'your usage per model per UTC day',
           security: tenantOnly,
           parameters: [queryParam('from', { type: 'string', format: 'date' }, 'first day, inclusive'), queryParam('to', { type: 'string', format: 'date' }, 'last day, inclusive')],
-          responses: { '200': json(list(ref('UsageRow')), 'usage rows, by date then model'), ...errors(400, 401) },
+          responses: {
+            '200': json(
+              {
+                type: 'object',
+                required: ['object', 'data', 'plan', 'quotas'],
+                properties: {
+                  object: { const: 'list' },
+                  data: { type: 'array', items: ref('UsageRow') },
+                  plan: { type: 'string', enum: [...PLANS] },
+                  quotas: {
+                    type: 'object',
+                    description: "each of your plan's quotas: its limit (null: none) and what is in use (messages_per_session: your largest session)",
+                    additionalProperties: { type: 'object', required: ['limit', 'used'], properties: { limit: { type: ['integer', 'null'] }, used: { type: 'integer' } } },
+                  },
+                },
+              },
+              'usage rows, by date then model, and your quotas',
+            ),
+            ...errors(400, 401),
+          },
         }),
       },
       '/api/v1/requests': {

@@ -64,7 +64,8 @@ function summary(t: RequestTrace): Record<string, unknown> {
 export function labelled(t: RequestTrace): Array<Record<string, unknown>> {
   const { system, history, recall, excerpts } = t.parts
   const out: Array<Record<string, unknown>> = []
-  for (const [i, message] of t.messages.entries()) {
+  const messages = JSON.parse(t.messagesJson) as unknown[]
+  for (const [i, message] of messages.entries()) {
     let part = 'request'
     if (i < system) part = 'system'
     else if (i < system + history) part = 'history'

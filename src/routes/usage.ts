@@ -7,8 +7,13 @@ import { sendJson } from '../http/respond.js'
 import type { Handler } from '../http/server.js'
 import type { UsageStore } from '../storage/interface.js'
 import type { UsageRecorder } from '../usage/usage-recorder.js'
+import type { Quotas } from '../quotas/quotas.js'
 
-export function usageHandler(usage: UsageStore, recorder: UsageRecorder): Handler {
+/**
+ * `quotas` (when given) adds the caller's plan and each quota's `limit` (null: none) and `used` beside the rows: one
+ * listing of its files and one pass over its sessions per call (quotas/quotas.ts).
+ */
+export function usageHandler(usage: UsageStore, recorder: UsageRecorder, quotas?: Pick<Quotas, 'report'>): Handler {
   return async (ctx) => {
     const tenant = ctx.tenant
     if (tenant === undefined) throw gatewayError('missing_service_key')
@@ -18,7 +23,9 @@ export function usageHandler(usage: UsageStore, recorder: UsageRecorder): Handle
     // What this process has recorded and not yet written is part of the answer (read your own usage).
     await recorder.flush()
     const rows = await usage.list(tenant.id, { ...(from !== undefined ? { from } : {}), ...(to !== undefined ? { to } : {}) })
+    const report = await quotas?.report(tenant)
     sendJson(ctx.res, 200, {
+      ...(report ? { plan: report.plan, quotas: report.quotas } : {}),
       object: 'list',
       data: rows.map((r) => ({
         date: r.date,

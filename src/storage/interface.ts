@@ -24,6 +24,24 @@ export interface SessionInfo {
   messageCount: number
 }
 
+/** Per-save bounds from the tenant's plan (quotas/): checked inside the save's own transaction. */
+export interface SessionBounds {
+  /**
+   * Sessions the tenant may hold: a save that would create one more than this is refused whole with
+   * `SessionLimitError` (a save to a session that exists is never refused by it).
+   */
+  readonly maxSessions?: number
+  /** Messages this session keeps: the oldest beyond it are pruned in the same save (never more than the store's own bound). */
+  readonly maxMessages?: number
+}
+
+/** What a tenant holds in sessions, for its quota report. */
+export interface SessionUsage {
+  readonly sessions: number
+  /** Messages in the tenant's largest session (0 without sessions). */
+  readonly largestSession: number
+}
+
 /** Sessions and their messages (the chat `sessionId`, and the Responses API's conversations). */
 export interface SessionStore {
   /** The newest `limit` messages (default all), oldest first. */
@@ -33,9 +51,17 @@ export interface SessionStore {
   list(tenant: string, opts: { limit: number; after?: string }): Awaitable<{ data: SessionInfo[]; hasMore: boolean }>
   /**
    * Save one exchange in one transaction (creating the session, pruning the oldest beyond the bound); `replaceFrom`
-   * removes the stored messages from that seq on first (a client that edited or regenerated a turn).
+   * removes the stored messages from that seq on first (a client that edited or regenerated a turn). `bounds`: the
+   * tenant's plan's, enforced in the same transaction (so two saves racing for the last free session cannot both win).
    */
-  appendExchange(tenant: string, sessionId: string, messages: readonly ChatMessage[], opts?: { replaceFrom?: number }): Promise<StoredMessage[]>
+  appendExchange(
+    tenant: string,
+    sessionId: string,
+    messages: readonly ChatMessage[],
+    opts?: { replaceFrom?: number; bounds?: SessionBounds },
+  ): Promise<StoredMessage[]>
+  /** How many sessions the tenant has and the size of its largest: one pass over its session records. */
+  usage(tenant: string): Awaitable<SessionUsage>
   /** Remove a session and all of its messages for good; false if it did not exist. */
   delete(tenant: string, sessionId: string): Promise<boolean>
 }
@@ -105,6 +131,8 @@ export interface ResponseStore {
   delete(tenant: string, id: string): Promise<boolean>
   /** The stored item with this id (an input or output item of any of the tenant's stored responses). */
   findItem(tenant: string, itemId: string): Awaitable<StoredItem | undefined>
+  /** How many of these ids (distinct) are the tenant's stored responses; no record is read (a cached chain's check). */
+  countExisting(tenant: string, ids: readonly string[]): Awaitable<number>
 }
 
 export interface ConversationRecord {
@@ -295,8 +323,14 @@ export interface RecallStore {
   attach(indexer: RecallIndexer): void
 }
 
-/** One request's trace: what it was, what it cost, and how its prompt was packed (never the provider key). */
-export interface RequestTrace extends PromptTrace {
+/**
+ * One request's trace: what it was, what it cost, and how its prompt was packed (never the provider key). The messages
+ * are kept as the JSON text that went upstream (`messagesJson`), not as objects: a trace is written on every request
+ * and read rarely, and one string is what costs least to store (bench/trace-cost.ts).
+ */
+export interface RequestTrace extends Omit<PromptTrace, 'messages' | 'messagesJson'> {
+  /** The messages exactly as sent upstream: a JSON array. */
+  readonly messagesJson: string
   /** The request's `x-request-id`. */
   readonly id: string
   /** Epoch ms. */
@@ -348,6 +382,22 @@ export interface UsageStore {
   add(entries: readonly UsageEntry[]): Promise<void>
   /** The tenant's rows with `from` ≤ date ≤ `to` (both `YYYY-MM-DD`, inclusive, optional), by date then model. */
   list(tenant: string, range: { from?: string; to?: string }): Awaitable<UsageRow[]>
+}
+
+/**
+ * Thrown by `appendExchange` when the save would create a session beyond `bounds.maxSessions`: nothing was saved. A
+ * refusal, not a failure; the HTTP layer turns it into the API's quota error (storage/ never builds API errors).
+ */
+export class SessionLimitError extends Error {
+  readonly limit: number
+  /** Sessions the tenant holds. */
+  readonly used: number
+  constructor(limit: number, used: number) {
+    super(`the tenant holds ${used} sessions, its limit is ${limit}`)
+    this.name = 'SessionLimitError'
+    this.limit = limit
+    this.used = used
+  }
 }
 
 /**

@@ -46,6 +46,13 @@ export class ResponseRepo implements ResponseStore {
     })
   }
 
+  countExisting(tenant: string, ids: readonly string[]): number {
+    const { responses } = this.#store
+    let n = 0
+    for (const id of ids) if (storableId(id) && responses.doesExist([tenant, id])) n++
+    return n
+  }
+
   findItem(tenant: string, itemId: string): StoredItem | undefined {
     if (!storableId(itemId)) return undefined
     const owner = this.#store.items.get([tenant, itemId])

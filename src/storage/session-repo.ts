@@ -25,7 +25,15 @@ import { invalidParam } from '../errors.js'
 import type { TokenCounter } from '../context/tokenizer.js'
 import { messageText } from '../messages/text.js'
 import type { Bytes, ChatMessage, Clock, Role, Tokens } from '../types.js'
-import type { AfterCommit, SessionInfo, SessionStore, StoredMessage } from './interface.js'
+import {
+  SessionLimitError,
+  type AfterCommit,
+  type SessionBounds,
+  type SessionInfo,
+  type SessionStore,
+  type SessionUsage,
+  type StoredMessage,
+} from './interface.js'
 import type { DurableOptions, Store } from './store.js'
 
 export type { SessionInfo, StoredMessage } from './interface.js'
@@ -218,9 +226,11 @@ export class SessionRepo implements SessionStore {
     tenant: string,
     sessionId: string,
     messages: readonly ChatMessage[],
-    opts: { replaceFrom?: number } = {},
+    opts: { replaceFrom?: number; bounds?: SessionBounds } = {},
   ): Promise<StoredMessage[]> {
     checkSessionId(tenant, sessionId)
+    const max = Math.min(this.#max, opts.bounds?.maxMessages ?? Infinity)
+    const maxSessions = opts.bounds?.maxSessions
     // Nothing to add and nothing to replace: no write. (Replacing with nothing removes a tail: a conversation item.)
     if (messages.length === 0 && opts.replaceFrom === undefined) return []
     const now = this.#clock()
@@ -235,7 +245,15 @@ export class SessionRepo implements SessionStore {
     const prepared = await Promise.all(hooks.map((h) => h.prepare?.(tenant, sessionId, messages)))
 
     const { saved, pruned, after } = await this.#write(() => {
-      const rec = this.#record(tenant, sessionId) ?? { createdAt: now, updatedAt: now, nextSeq: 0, count: 0 }
+      const existing = this.#record(tenant, sessionId)
+      // Counted inside the write transaction, which LMDB runs one at a time across processes: two saves racing for
+      // the last free session see each other. Only a save that creates a session pays for it (a key count over the
+      // tenant's range, no values decoded).
+      if (existing === undefined && maxSessions !== undefined) {
+        const used = this.#sessionCount(tenant)
+        if (used >= maxSessions) throw new SessionLimitError(maxSessions, used)
+      }
+      const rec = existing ?? { createdAt: now, updatedAt: now, nextSeq: 0, count: 0 }
       const pruned: StoredMessage[] = []
       if (replaceFrom !== undefined) {
         // From the tail back to `replaceFrom`; seqs stay contiguous because the new messages take the freed ones.
@@ -255,7 +273,7 @@ export class SessionRepo implements SessionStore {
       rec.updatedAt = Math.max(rec.updatedAt, now)
 
       const firstSaved = saved[0]?.seq ?? Infinity
-      for (let seq = rec.nextSeq - rec.count; rec.count > this.#max; seq++, rec.count--) {
+      for (let seq = rec.nextSeq - rec.count; rec.count > max; seq++, rec.count--) {
         // A message of this very exchange pruned at once is passed as the same object hooks get in `saved`, so they
         // can tell it from a replaced message (a rewind) whose seq a saved one took over.
         const old = seq >= firstSaved ? saved[seq - firstSaved] : db.get([tenant, sessionId, seq])
@@ -303,6 +321,21 @@ export class SessionRepo implements SessionStore {
       data.push(info(id, asSessionRecord(value)))
     }
     return { data, hasMore }
+  }
+
+  /** One pass over the tenant's session records (their counts; no message is read). */
+  usage(tenant: string): SessionUsage {
+    let sessions = 0
+    let largestSession = 0
+    for (const { value } of this.#store.sessions.getRange({ start: [tenant], end: [tenant, HIGH] })) {
+      sessions++
+      largestSession = Math.max(largestSession, asSessionRecord(value).count)
+    }
+    return { sessions, largestSession }
+  }
+
+  #sessionCount(tenant: string): number {
+    return this.#store.sessions.getKeysCount({ start: [tenant], end: [tenant, HIGH] })
   }
 
   /** Remove a session and all of its messages for good; false if it did not exist. */

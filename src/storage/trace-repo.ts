@@ -83,6 +83,6 @@ export class TraceRepo implements TraceStore {
 /** A record read back: one without the fields the readers rely on is skipped (a trace is diagnostics, not state). */
 function asTrace(v: unknown): RequestTrace | undefined {
   const t = v as Partial<RequestTrace> | null | undefined
-  if (t === null || typeof t !== 'object' || typeof t.id !== 'string' || !Array.isArray(t.messages)) return undefined
+  if (t === null || typeof t !== 'object' || typeof t.id !== 'string' || typeof t.messagesJson !== 'string') return undefined
   return t as RequestTrace
 }

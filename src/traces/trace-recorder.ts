@@ -22,6 +22,8 @@ const FLUSH_MS = 50
 export class TraceRecorder {
   readonly #o: TraceRecorderOptions
   #pending: { tenant: string; trace: RequestTrace }[] = []
+  /** Where the queue starts in `#pending` (traces before it were dropped). */
+  #head = 0
   #scheduled = false
   #writing: Promise<void> = Promise.resolve()
   dropped = 0
@@ -42,8 +44,9 @@ export class TraceRecorder {
   record(tenant: string, trace: RequestTrace): void {
     if (this.#o.keep <= 0) return
     this.#pending.push({ tenant, trace })
-    if (this.#pending.length > (this.#o.maxPending ?? 1_000)) {
-      this.#pending.shift()
+    // The oldest queued trace is skipped by moving the start, not shifted out: a shift moves the whole queue.
+    if (this.#pending.length - this.#head > (this.#o.maxPending ?? 1_000)) {
+      this.#head++
       this.dropped++
     }
     if (!this.#scheduled) {
@@ -56,9 +59,10 @@ export class TraceRecorder {
   /** Writes what is queued; resolves when everything recorded so far is in the store (readers call it first). */
   flush(): Promise<void> {
     this.#scheduled = false
-    const batch = this.#pending
+    const batch = this.#head === 0 ? this.#pending : this.#pending.slice(this.#head)
+    this.#pending = []
+    this.#head = 0
     if (batch.length > 0) {
-      this.#pending = []
       this.#writing = this.#writing.then(() =>
         this.#o.store.append(batch, this.#o.keep).catch((err: unknown) => {
           // Diagnostics only: a lost batch is reported and the next one tries again.

@@ -11,9 +11,9 @@ import { loadConfig, type Config } from '../../src/config.js'
 import { startGateway, type Gateway, type GatewayOptions } from '../../src/main.js'
 import { startMockUpstream, type MockUpstream, type MockUpstreamOptions } from '../../src/mock-upstream.js'
 
-export const KEY_A = 'sk-test-tenant-a-0001'
-export const KEY_B = 'sk-test-tenant-b-0002'
-export const KEY_FREE = 'sk-test-free-plan-0003'
+export const KEY_A = 'sk-test-tenant-a-0001-Vq8Zr3Lw5Ym2'
+export const KEY_B = 'sk-test-tenant-b-0002-Vq8Zr3Lw5Ym2'
+export const KEY_FREE = 'sk-test-free-plan-0003-Vq8Zr3Lw5Ym2'
 export const PROVIDER_KEY = 'sk-or-v1-provider-secret-abcdef'
 
 export interface Harness {

@@ -73,6 +73,13 @@ export class PgResponseStore implements ResponseStore {
     })
   }
 
+  async countExisting(tenant: string, ids: readonly string[]): Promise<number> {
+    const valid = ids.filter(storableId)
+    if (valid.length === 0) return 0
+    const rows = await this.#pg.query('response_count', 'SELECT count(*)::int AS n FROM responses WHERE tenant = $1 AND id = ANY($2::text[])', [tenant, valid])
+    return Number(rows[0]?.n ?? 0)
+  }
+
   async findItem(tenant: string, itemId: string): Promise<StoredItem | undefined> {
     if (!storableId(itemId)) return undefined
     const rows = await this.#pg.query(

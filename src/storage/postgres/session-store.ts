@@ -18,7 +18,15 @@
  */
 import type { TokenCounter } from '../../context/tokenizer.js'
 import type { ChatMessage, Clock, Role } from '../../types.js'
-import type { AfterCommit, SessionInfo, SessionStore, StoredMessage } from '../interface.js'
+import {
+  SessionLimitError,
+  type AfterCommit,
+  type SessionBounds,
+  type SessionInfo,
+  type SessionStore,
+  type SessionUsage,
+  type StoredMessage,
+} from '../interface.js'
 import { checkSessionId, storedMessage } from '../session-repo.js'
 import { ms, type Pg, type Queryable, type Row } from './pool.js'
 
@@ -140,7 +148,7 @@ export class PgSessionStore implements SessionStore {
     tenant: string,
     sessionId: string,
     messages: readonly ChatMessage[],
-    opts: { replaceFrom?: number } = {},
+    opts: { replaceFrom?: number; bounds?: SessionBounds } = {},
   ): Promise<StoredMessage[]> {
     checkSessionId(tenant, sessionId)
     if (messages.length === 0 && opts.replaceFrom === undefined) return []
@@ -151,12 +159,13 @@ export class PgSessionStore implements SessionStore {
       return this.#counter.storedContentTokens(m)
     })
     const replaceFrom = opts.replaceFrom
-    const max = this.#max
+    const max = Math.min(this.#max, opts.bounds?.maxMessages ?? Infinity)
+    const maxSessions = opts.bounds?.maxSessions
     const hooks = this.#appendHooks
     const prepared = await Promise.all(hooks.map((h) => h.prepare(tenant, sessionId, messages)))
     const after: AfterCommit[] = []
     const saved = await this.#pg.transaction('append_exchange', async (c) => {
-      const rec = await lockSession(c, tenant, sessionId, now)
+      const rec = await lockSession(c, tenant, sessionId, now, maxSessions)
       let nextSeq = ms(rec.next_seq)
       let count = rec.count
       const pruned: Pick<StoredMessage, 'seq'>[] = []
@@ -204,6 +213,15 @@ export class PgSessionStore implements SessionStore {
     return saved
   }
 
+  async usage(tenant: string): Promise<SessionUsage> {
+    const rows = await this.#pg.query<Row & { sessions: number; largest: number }>(
+      'session_usage',
+      'SELECT count(*)::int AS sessions, coalesce(max(count), 0)::int AS largest FROM sessions WHERE tenant = $1',
+      [tenant],
+    )
+    return { sessions: rows[0]?.sessions ?? 0, largestSession: rows[0]?.largest ?? 0 }
+  }
+
   async delete(tenant: string, sessionId: string): Promise<boolean> {
     checkSessionId(tenant, sessionId)
     const remove = 'DELETE FROM sessions WHERE tenant = $1 AND session_id = $2 RETURNING 1 AS gone'
@@ -225,13 +243,25 @@ export class PgSessionStore implements SessionStore {
   }
 }
 
-/** Create the session row if it is new, then lock it for this transaction (other appends to it wait on the lock). */
-async function lockSession(c: Queryable, tenant: string, sessionId: string, now: number): Promise<SessionRow> {
-  await c.query(
+/**
+ * Create the session row if it is new, then lock it for this transaction (other appends to it wait on the lock).
+ * A new row with `maxSessions` set is counted against it under a per-tenant advisory lock held to the commit, so
+ * saves racing (from any replica) to create the tenant's last free session queue and the second sees the first's
+ * row. Only a save that creates a session pays for the lock and the count (an index range over the tenant's rows).
+ */
+async function lockSession(c: Queryable, tenant: string, sessionId: string, now: number, maxSessions: number | undefined): Promise<SessionRow> {
+  const created = await c.query(
     `INSERT INTO sessions (tenant, session_id, created_at, updated_at, next_seq, count) VALUES ($1, $2, $3, $3, 0, 0)
-     ON CONFLICT (tenant, session_id) DO NOTHING`,
+     ON CONFLICT (tenant, session_id) DO NOTHING RETURNING 1 AS created`,
     [tenant, sessionId, now],
   )
+  if (created.rows.length > 0 && maxSessions !== undefined) {
+    await c.query("SELECT pg_advisory_xact_lock(hashtextextended('sessions:' || $1, 0))", [tenant])
+    const res = await c.query<Row & { n: number }>('SELECT count(*)::int AS n FROM sessions WHERE tenant = $1', [tenant])
+    // The count includes the row just inserted: the tenant held one fewer before this save.
+    const used = (res.rows[0]?.n ?? 1) - 1
+    if (used >= maxSessions) throw new SessionLimitError(maxSessions, used)
+  }
   const res = await c.query<SessionRow>(
     'SELECT created_at, updated_at, next_seq, count FROM sessions WHERE tenant = $1 AND session_id = $2 FOR UPDATE',
     [tenant, sessionId],
