@@ -35,6 +35,7 @@ import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { LocalEmbedder } from '../src/retrieval/embedder.js'
 import { KnowledgeBase } from '../src/knowledge/knowledge-base.js'
+import { FileRepo } from '../src/storage/file-repo.js'
 import { openStore } from '../src/storage/store.js'
 import { HOSTILE_SHAPES, PROSE, type Shape } from './lib/shapes.js'
 import { quantile, timed } from './lib/stats.js'
@@ -52,7 +53,7 @@ const shapes = [PROSE, ...HOSTILE_SHAPES].filter((s) => only === undefined || on
 const dir = mkdtempSync(join(tmpdir(), 'recallgate-shapes-'))
 const store = openStore({ dir })
 const kb = new KnowledgeBase({
-  store,
+  files: new FileRepo(store),
   dataDir: dir,
   embedder: new LocalEmbedder(),
   chunkTokens: 192,

@@ -66,6 +66,7 @@ import { DEFAULT_RELEVANCE_GATE, relevantHits, type RelevanceGate } from '../src
 import { LocalEmbedder } from '../src/retrieval/embedder.js'
 import { KnowledgeBase, type SearchHit } from '../src/knowledge/knowledge-base.js'
 import type { SearchMode } from '../src/retrieval/search-index.js'
+import { FileRepo } from '../src/storage/file-repo.js'
 import { openStore } from '../src/storage/store.js'
 import { sharedDataPath } from './lib/project-root.js'
 import { loadLocomo } from './lib/locomo.js'
@@ -173,7 +174,7 @@ async function evalConfig(
   const dir = mkdtempSync(join(tmpdir(), 'rag-eval-'))
   const store = openStore({ dir })
   const kb = new KnowledgeBase({
-    store,
+    files: new FileRepo(store),
     dataDir: dir,
     embedder: new LocalEmbedder(),
     chunkTokens: cfg.chunk,
@@ -303,7 +304,7 @@ async function precision(
   for (const half of [0, 1]) {
     const dir = mkdtempSync(join(tmpdir(), 'rag-eval-'))
     const store = openStore({ dir })
-    const kb = new KnowledgeBase({ store, dataDir: dir, embedder: new LocalEmbedder(), chunkTokens: cfg.chunk, chunkOverlap: cfg.overlap, maxChunksPerFile: 100_000, clock: Date.now, rrfK: cfg.rrf })
+    const kb = new KnowledgeBase({ files: new FileRepo(store), dataDir: dir, embedder: new LocalEmbedder(), chunkTokens: cfg.chunk, chunkOverlap: cfg.overlap, maxChunksPerFile: 100_000, clock: Date.now, rrfK: cfg.rrf })
     const fileIds = new Map<number, string>()
     for (let f = half; f < data.files.length; f += 2) {
       const rec = await kb.ingest('eval', { filename: `${data.titles[f]}.txt`, contentType: 'text/plain', bytes: Buffer.from(data.files[f] as string), metadata: null })

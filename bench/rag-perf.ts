@@ -62,7 +62,7 @@ import { LocalEmbedder } from '../src/retrieval/embedder.js'
 import { KnowledgeBase } from '../src/knowledge/knowledge-base.js'
 import type { SearchMode } from '../src/retrieval/search-index.js'
 import { DEFAULT_HNSW } from '../src/retrieval/vector-index.js'
-import { decodeVector } from '../src/storage/file-repo.js'
+import { decodeVector, FileRepo } from '../src/storage/file-repo.js'
 import { openStore, type Store } from '../src/storage/store.js'
 import { sharedDataPath } from './lib/project-root.js'
 import { quantile, timed } from './lib/stats.js'
@@ -159,7 +159,7 @@ const stats = (xs: number[]): { p50: number; p99: number } => ({ p50: quantile(x
 
 function openKb(dir: string, store: Store): KnowledgeBase {
   return new KnowledgeBase({
-    store,
+    files: new FileRepo(store),
     dataDir: dir,
     embedder: new LocalEmbedder({ dimension: DIMENSION }),
     chunkTokens: CHUNK_TOKENS,

@@ -35,7 +35,6 @@ import { conversationRoutes } from './routes/conversations.js'
 import { responseRoutes } from './routes/responses.js'
 import { responsesHandler } from './responses/handler.js'
 import { ChainCache } from './responses/state.js'
-import { TraceRepo } from './storage/trace-repo.js'
 import { TraceRecorder } from './traces/trace-recorder.js'
 import { requestDone } from './observe/request-done.js'
 import { requestRoutes } from './routes/requests.js'
@@ -112,6 +111,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     stores = await openStores({
       ...databaseOptions(config),
       lmdb: store,
+      checkLmdbRoom: (bytes) => capacity.check(bytes),
       maxMessagesPerSession: config.maxSessionMessages,
       now,
       counter,
@@ -197,14 +197,14 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   const sessions = stores.sessions
   const embedder = createEmbedder(config)
   const knowledge = new KnowledgeBase({
-    store,
+    files: stores.files,
     dataDir: config.dataDir,
     embedder,
     chunkTokens: config.chunkTokens,
     chunkOverlap: config.chunkOverlap,
     maxChunksPerFile: config.maxChunksPerFile,
     clock: now,
-    checkRoom: (bytes) => capacity.check(bytes),
+    ...(stores.checkFileRoom ? { checkRoom: stores.checkFileRoom } : {}),
     extract: {
       concurrency: config.extract.concurrency,
       timeoutMs: config.extract.timeout,
@@ -212,19 +212,14 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
       maxDecodedBytes: config.extract.maxDecodedBytes,
       maxTextChars: config.extract.maxTextChars,
     },
-    // Graph files are a cache of LMDB: a failed save is worth a warning (the next start rebuilds), not a failed request.
+    // Graph files are a cache of the store: a failed save is worth a warning (the next start rebuilds), not a failed request.
     onIndexSaveError: (err, file) => logger.warn({ err, file }, 'could not save an index file'),
   })
   // Off means neither indexing nor searching: turns saved meanwhile are not recallable after turning it back on.
-  // Recall indexes saved turns in the save's own LMDB transaction (session-recall.ts), so it needs sessions in LMDB;
-  // with PostgreSQL it is not available yet (docs/scaling.md) and the history is packed without recalled turns.
-  const recallSessions = config.recallEnabled ? stores.recallSessions : undefined
-  if (config.recallEnabled && recallSessions === undefined)
-    logger.warn({ store: stores.engine }, 'long-term recall (RECALL=on) is not available with this store yet: turned off')
-  const recall = recallSessions
+  // Recall indexes saved turns in the save's own transaction, through the store's hooks (storage/open-stores.ts).
+  const recall = config.recallEnabled
     ? new SessionRecall({
-        store,
-        sessions: recallSessions,
+        records: stores.recall,
         embedder,
         counter,
         dataDir: config.dataDir,
@@ -258,7 +253,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
 
   const responses = stores.responses
   const conversations = stores.conversations
-  const traces = new TraceRepo(store)
+  const traces = stores.traces
   const recorder = new TraceRecorder({
     store: traces,
     keep: config.requestTraces,

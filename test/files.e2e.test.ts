@@ -1,12 +1,14 @@
 /**
  * Knowledge base end to end: uploads in every format through the API, search, retrieval into the chat prompt with
- * sources, tenant isolation, deletion, and the index rebuilt from LMDB after its files are lost.
+ * sources, tenant isolation, deletion, and the index rebuilt from the store after its files are lost; on every store
+ * engine (LMDB, and PostgreSQL when the test cluster is there).
  */
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { KEY_A, KEY_B, startHarness, type Harness } from './helpers/harness.js'
 import { makePdf } from './helpers/format-fixtures.js'
+import { testableEngines } from './helpers/store-engines.js'
 
 interface FileObj { id: string; object: string; filename: string; bytes: number; chunks: number; status: string; created_at: number; metadata: unknown }
 
@@ -35,116 +37,121 @@ const FORMATS: Array<[string, string | Uint8Array, string, string]> = [
   ['paper.pdf', makePdf([['The zanthoric constant equals 42.5 exactly.']]), 'application/pdf', 'zanthoric'],
 ]
 
-t.test('upload in every format; each fact is searchable and lands in the prompt with its source', async (t) => {
-  const h = await startHarness(t)
-  const ids: Record<string, string> = {}
-  for (const [name, content, type, word] of FORMATS) {
-    const r = await uploadMultipart(h, name, content, type, { metadata: JSON.stringify({ source: name }) })
-    const body = (await r.json()) as FileObj
-    t.equal(r.status, 201, `${name} → 201`)
-    t.match(body, { object: 'file', filename: name, status: 'processed', metadata: { source: name } })
-    t.match(body.id, /^file-/)
-    t.ok(body.chunks >= 1)
-    ids[name] = body.id
-    const hits = await search(h, word)
-    t.equal(hits.data[0]?.filename, name, `search for ${word} finds ${name} first`)
-  }
-  const html = await search(h, 'secretScript')
-  t.notOk(html.data.some((d) => d.text.includes('secretScript')), 'script contents are not indexed')
+for (const engine of testableEngines(t, 'the files API')) {
+  const start = async (t: Test, env: Record<string, string> = {}): Promise<Harness> => startHarness(t, { env: { ...(await engine.env(t)), ...env } })
 
-  const listed = (await (await h.fetch('/api/v1/files', { provider: null })).json()) as { object: string; data: FileObj[] }
-  t.equal(listed.object, 'list')
-  t.same(listed.data.map((f) => f.filename).sort(), FORMATS.map((f) => f[0]).sort())
-  const one = (await (await h.fetch(`/api/v1/files/${ids['notes.txt']}`, { provider: null })).json()) as FileObj
-  t.equal(one.filename, 'notes.txt')
+  t.test(`${engine.name}: upload in every format; each fact is searchable and lands in the prompt with its source`, async (t) => {
+    const h = await start(t)
+    const ids: Record<string, string> = {}
+    for (const [name, content, type, word] of FORMATS) {
+      const r = await uploadMultipart(h, name, content, type, { metadata: JSON.stringify({ source: name }) })
+      const body = (await r.json()) as FileObj
+      t.equal(r.status, 201, `${name} → 201`)
+      t.match(body, { object: 'file', filename: name, status: 'processed', metadata: { source: name } })
+      t.match(body.id, /^file-/)
+      t.ok(body.chunks >= 1)
+      ids[name] = body.id
+      const hits = await search(h, word)
+      t.equal(hits.data[0]?.filename, name, `search for ${word} finds ${name} first`)
+    }
+    const html = await search(h, 'secretScript')
+    t.notOk(html.data.some((d) => d.text.includes('secretScript')), 'script contents are not indexed')
 
-  const res = await h.client().chat.completions.create({ model: 'openai/gpt-4o', messages: [{ role: 'user', content: 'How many animals live at Cape Zorbelt?' }] })
-  const meta = (res as unknown as { _metadata: { rag: { enabled: boolean; resultsFound: number; query: string; sources: Array<{ filename: string }> }; context: { includedChunks: number } } })._metadata
-  t.equal(meta.rag.enabled, true)
-  t.ok(meta.rag.resultsFound > 0)
-  t.equal(meta.rag.query, 'How many animals live at Cape Zorbelt?')
-  t.equal(meta.rag.sources[0]?.filename, 'notes.txt')
-  t.ok(meta.context.includedChunks > 0)
-  const sent = h.mock.lastChatBody()?.messages as Array<{ role: string; content: string }>
-  t.equal(sent[0]?.role, 'user', 'retrieved context comes as one user message (never hoisted), before the question')
-  t.match(sent[0]?.content, /notes\.txt/, 'names the source file')
-  t.match(sent[0]?.content, /4,217 animals/)
-  t.same(sent.map((m) => m.role), ['user', 'user'])
-  t.equal(sent[1]?.content, 'How many animals live at Cape Zorbelt?')
-})
+    const listed = (await (await h.fetch('/api/v1/files', { provider: null })).json()) as { object: string; data: FileObj[] }
+    t.equal(listed.object, 'list')
+    t.same(listed.data.map((f) => f.filename).sort(), FORMATS.map((f) => f[0]).sort())
+    const one = (await (await h.fetch(`/api/v1/files/${ids['notes.txt']}`, { provider: null })).json()) as FileObj
+    t.equal(one.filename, 'notes.txt')
 
-t.test('JSON upload, useRAG:false, ragQuery, and no files → nothing added', async (t) => {
-  const h = await startHarness(t)
-  const empty = await h.client().chat.completions.create({ model: 'openai/gpt-4o', messages: [{ role: 'user', content: 'anything' }] })
-  t.match((empty as unknown as { _metadata: unknown })._metadata, { rag: { enabled: true, resultsFound: 0 }, context: { includedChunks: 0 } })
-  t.equal((h.mock.lastChatBody()?.messages as unknown[]).length, 1)
-
-  const r = await uploadJson(h, { filename: 'facts.md', content: '# Facts\n\nThe password hint is "purple kangaroo".', metadata: { team: 'x' } })
-  t.equal(r.status, 201)
-  const off = await h.client().chat.completions.create({
-    model: 'openai/gpt-4o',
-    messages: [{ role: 'user', content: 'What is the password hint?' }],
-    ...({ useRAG: false } as object),
+    const res = await h.client().chat.completions.create({ model: 'openai/gpt-4o', messages: [{ role: 'user', content: 'How many animals live at Cape Zorbelt?' }] })
+    const meta = (res as unknown as { _metadata: { rag: { enabled: boolean; resultsFound: number; query: string; sources: Array<{ filename: string }> }; context: { includedChunks: number } } })._metadata
+    t.equal(meta.rag.enabled, true)
+    t.ok(meta.rag.resultsFound > 0)
+    t.equal(meta.rag.query, 'How many animals live at Cape Zorbelt?')
+    t.equal(meta.rag.sources[0]?.filename, 'notes.txt')
+    t.ok(meta.context.includedChunks > 0)
+    const sent = h.mock.lastChatBody()?.messages as Array<{ role: string; content: string }>
+    t.equal(sent[0]?.role, 'user', 'retrieved context comes as one user message (never hoisted), before the question')
+    t.match(sent[0]?.content, /notes\.txt/, 'names the source file')
+    t.match(sent[0]?.content, /4,217 animals/)
+    t.same(sent.map((m) => m.role), ['user', 'user'])
+    t.equal(sent[1]?.content, 'How many animals live at Cape Zorbelt?')
   })
-  t.match((off as unknown as { _metadata: unknown })._metadata, { rag: { enabled: false, resultsFound: 0 } })
-  t.notMatch(JSON.stringify(h.mock.lastChatBody()), /kangaroo/)
 
-  await h.client().chat.completions.create({
-    model: 'openai/gpt-4o',
-    messages: [{ role: 'user', content: 'Tell me a joke' }],
-    ...({ ragQuery: 'password hint' } as object),
+  t.test(`${engine.name}: JSON upload, useRAG:false, ragQuery, and no files → nothing added`, async (t) => {
+    const h = await start(t)
+    const empty = await h.client().chat.completions.create({ model: 'openai/gpt-4o', messages: [{ role: 'user', content: 'anything' }] })
+    t.match((empty as unknown as { _metadata: unknown })._metadata, { rag: { enabled: true, resultsFound: 0 }, context: { includedChunks: 0 } })
+    t.equal((h.mock.lastChatBody()?.messages as unknown[]).length, 1)
+
+    const r = await uploadJson(h, { filename: 'facts.md', content: '# Facts\n\nThe password hint is "purple kangaroo".', metadata: { team: 'x' } })
+    t.equal(r.status, 201)
+    const off = await h.client().chat.completions.create({
+      model: 'openai/gpt-4o',
+      messages: [{ role: 'user', content: 'What is the password hint?' }],
+      ...({ useRAG: false } as object),
+    })
+    t.match((off as unknown as { _metadata: unknown })._metadata, { rag: { enabled: false, resultsFound: 0 } })
+    t.notMatch(JSON.stringify(h.mock.lastChatBody()), /kangaroo/)
+
+    await h.client().chat.completions.create({
+      model: 'openai/gpt-4o',
+      messages: [{ role: 'user', content: 'Tell me a joke' }],
+      ...({ ragQuery: 'password hint' } as object),
+    })
+    t.match(JSON.stringify(h.mock.lastChatBody()), /purple kangaroo/, 'ragQuery drives retrieval')
   })
-  t.match(JSON.stringify(h.mock.lastChatBody()), /purple kangaroo/, 'ragQuery drives retrieval')
-})
 
-t.test('tenants never see each other’s files; deleted files never come back', async (t) => {
-  const h = await startHarness(t)
-  const up = (await (await uploadMultipart(h, 'a.txt', 'Tenant A keeps the moonstone in vault 9.', 'text/plain')).json()) as FileObj
-  t.same((await search(h, 'moonstone vault', KEY_B)).data, [], 'B cannot search A’s files')
-  t.equal((await h.fetch(`/api/v1/files/${up.id}`, { key: KEY_B, provider: null })).status, 404)
-  t.equal((await h.fetch(`/api/v1/files/${up.id}`, { key: KEY_B, provider: null, method: 'DELETE' })).status, 404)
-  await h.client(KEY_B).chat.completions.create({ model: 'openai/gpt-4o', messages: [{ role: 'user', content: 'where is the moonstone?' }] })
-  t.notMatch(JSON.stringify(h.mock.lastChatBody()), /vault 9/)
+  t.test(`${engine.name}: tenants never see each other’s files; deleted files never come back`, async (t) => {
+    const h = await start(t)
+    const up = (await (await uploadMultipart(h, 'a.txt', 'Tenant A keeps the moonstone in vault 9.', 'text/plain')).json()) as FileObj
+    t.same((await search(h, 'moonstone vault', KEY_B)).data, [], 'B cannot search A’s files')
+    t.equal((await h.fetch(`/api/v1/files/${up.id}`, { key: KEY_B, provider: null })).status, 404)
+    t.equal((await h.fetch(`/api/v1/files/${up.id}`, { key: KEY_B, provider: null, method: 'DELETE' })).status, 404)
+    await h.client(KEY_B).chat.completions.create({ model: 'openai/gpt-4o', messages: [{ role: 'user', content: 'where is the moonstone?' }] })
+    t.notMatch(JSON.stringify(h.mock.lastChatBody()), /vault 9/)
 
-  const del = await h.fetch(`/api/v1/files/${up.id}`, { method: 'DELETE', provider: null })
-  t.same(await del.json(), { id: up.id, object: 'file', deleted: true })
-  t.same((await search(h, 'moonstone vault')).data, [], 'no chunk of a deleted file is returned')
-  t.equal((await h.fetch(`/api/v1/files/${up.id}`, { provider: null })).status, 404)
-  await h.restart()
-  t.same((await search(h, 'moonstone vault')).data, [], 'still gone after a restart')
-})
+    const del = await h.fetch(`/api/v1/files/${up.id}`, { method: 'DELETE', provider: null })
+    t.same(await del.json(), { id: up.id, object: 'file', deleted: true })
+    t.same((await search(h, 'moonstone vault')).data, [], 'no chunk of a deleted file is returned')
+    t.equal((await h.fetch(`/api/v1/files/${up.id}`, { provider: null })).status, 404)
+    await h.restart()
+    t.same((await search(h, 'moonstone vault')).data, [], 'still gone after a restart')
+  })
 
-t.test('restart with the index files removed: rebuilt from LMDB', async (t) => {
-  const h = await startHarness(t)
-  await uploadMultipart(h, 'r.txt', 'The lighthouse keeper is named Orsolya Brandt.', 'text/plain')
-  await h.gw.close()
-  rmSync(join(h.dataDir, 'index'), { recursive: true, force: true })
-  await h.restart()
-  const hits = await search(h, 'lighthouse keeper name')
-  t.equal(hits.data[0]?.filename, 'r.txt')
-})
+  t.test(`${engine.name}: restart with the index files removed: rebuilt from the store`, async (t) => {
+    const h = await start(t)
+    await uploadMultipart(h, 'r.txt', 'The lighthouse keeper is named Orsolya Brandt.', 'text/plain')
+    await h.gw.close()
+    rmSync(join(h.dataDir, 'index'), { recursive: true, force: true })
+    await h.restart()
+    // Every word of the query is in the file: /files/search leaves out hits below RAG_MIN_RELEVANCE
+    const hits = await search(h, 'lighthouse keeper named')
+    t.equal(hits.data[0]?.filename, 'r.txt')
+  })
 
-t.test('refusals: 415 unsupported, 413 too large, 400 empty or malformed; nothing left behind', async (t) => {
-  const h = await startHarness(t, { env: { MAX_FILE_BYTES: '2048' } })
-  const bin = await uploadMultipart(h, 'image.png', new Uint8Array([0x89, 0x50, 0x4e, 0x47]), 'image/png')
-  t.equal(bin.status, 415)
-  t.match(await bin.json(), { error: { code: 'unsupported_media_type' } })
-  const big = await uploadMultipart(h, 'big.txt', 'x '.repeat(5000), 'text/plain')
-  t.equal(big.status, 413)
-  const empty = await uploadMultipart(h, 'empty.txt', '   \n  ', 'text/plain')
-  t.equal(empty.status, 400)
-  t.match(await empty.json(), { error: { code: 'empty_file' } })
-  const noFile = await uploadJson(h, { filename: 'x.txt' })
-  t.equal(noFile.status, 400)
-  t.match(await noFile.json(), { error: { param: 'content' } })
-  const badMeta = await uploadMultipart(h, 'm.txt', 'hello world', 'text/plain', { metadata: '[1,2' })
-  t.equal(badMeta.status, 400)
-  t.match(await badMeta.json(), { error: { param: 'metadata' } })
-  const wrongType = await h.fetch('/api/v1/files', { method: 'POST', provider: null, headers: { 'content-type': 'text/plain' }, body: 'hi' })
-  t.equal(wrongType.status, 415)
-  const badSearch = await h.fetch('/api/v1/files/search', { method: 'POST', provider: null, headers: { 'content-type': 'application/json' }, body: '{"query": 5}' })
-  t.equal(badSearch.status, 400)
-  t.match(await badSearch.json(), { error: { param: 'query' } })
-  const list = (await (await h.fetch('/api/v1/files', { provider: null })).json()) as { data: unknown[] }
-  t.same(list.data, [], 'no refused upload left a record')
-})
+  t.test(`${engine.name}: refusals: 415 unsupported, 413 too large, 400 empty or malformed; nothing left behind`, async (t) => {
+    const h = await start(t, { MAX_FILE_BYTES: '2048' })
+    const bin = await uploadMultipart(h, 'image.png', new Uint8Array([0x89, 0x50, 0x4e, 0x47]), 'image/png')
+    t.equal(bin.status, 415)
+    t.match(await bin.json(), { error: { code: 'unsupported_media_type' } })
+    const big = await uploadMultipart(h, 'big.txt', 'x '.repeat(5000), 'text/plain')
+    t.equal(big.status, 413)
+    const empty = await uploadMultipart(h, 'empty.txt', '   \n  ', 'text/plain')
+    t.equal(empty.status, 400)
+    t.match(await empty.json(), { error: { code: 'empty_file' } })
+    const noFile = await uploadJson(h, { filename: 'x.txt' })
+    t.equal(noFile.status, 400)
+    t.match(await noFile.json(), { error: { param: 'content' } })
+    const badMeta = await uploadMultipart(h, 'm.txt', 'hello world', 'text/plain', { metadata: '[1,2' })
+    t.equal(badMeta.status, 400)
+    t.match(await badMeta.json(), { error: { param: 'metadata' } })
+    const wrongType = await h.fetch('/api/v1/files', { method: 'POST', provider: null, headers: { 'content-type': 'text/plain' }, body: 'hi' })
+    t.equal(wrongType.status, 415)
+    const badSearch = await h.fetch('/api/v1/files/search', { method: 'POST', provider: null, headers: { 'content-type': 'application/json' }, body: '{"query": 5}' })
+    t.equal(badSearch.status, 400)
+    t.match(await badSearch.json(), { error: { param: 'query' } })
+    const list = (await (await h.fetch('/api/v1/files', { provider: null })).json()) as { data: unknown[] }
+    t.same(list.data, [], 'no refused upload left a record')
+  })
+}

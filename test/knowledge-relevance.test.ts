@@ -10,12 +10,13 @@ import t, { type Test } from 'tap'
 import { LocalEmbedder, type Embedder } from '../src/retrieval/embedder.js'
 import { KnowledgeBase } from '../src/knowledge/knowledge-base.js'
 import { relevantHits } from '../src/knowledge/relevance.js'
+import { FileRepo } from '../src/storage/file-repo.js'
 import { openStore } from '../src/storage/store.js'
 
 async function kbWith(t: Test, embedder: Embedder, files: Record<string, string>): Promise<KnowledgeBase> {
   const dir = mkdtempSync(join(tmpdir(), 'kb-relevance-'))
   const store = openStore({ dir })
-  const kb = new KnowledgeBase({ store, dataDir: dir, embedder, chunkTokens: 64, chunkOverlap: 8, maxChunksPerFile: 100, clock: () => 0 })
+  const kb = new KnowledgeBase({ files: new FileRepo(store), dataDir: dir, embedder, chunkTokens: 64, chunkOverlap: 8, maxChunksPerFile: 100, clock: () => 0 })
   t.teardown(async () => {
     await kb.close()
     await store.close()

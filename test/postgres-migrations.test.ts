@@ -9,6 +9,10 @@ import t, { type Test } from 'tap'
 import { hashKey, tenantIdFor } from '../src/auth/service-keys.js'
 import { main } from '../src/cli/main.js'
 import { TokenCounter } from '../src/context/tokenizer.js'
+import { KnowledgeBase } from '../src/knowledge/knowledge-base.js'
+import { SessionRecall } from '../src/recall/session-recall.js'
+import { LocalEmbedder } from '../src/retrieval/embedder.js'
+import type { FileStore, RecallStore, RequestTrace } from '../src/storage/interface.js'
 import { openStores } from '../src/storage/open-stores.js'
 import { openStore } from '../src/storage/store.js'
 import { MIGRATIONS, SCHEMA_VERSION, migrate } from '../src/storage/postgres/migrations.js'
@@ -39,8 +43,8 @@ if (baseUrl === undefined) {
     t.same(first.applied, MIGRATIONS.map((m) => m.version))
     t.equal(first.version, SCHEMA_VERSION)
     t.same(await tables(pg), [
-      'chunks', 'conversations', 'files', 'index_log', 'index_meta', 'keys', 'messages', 'response_items', 'responses',
-      'schema_migrations', 'sessions', 'usage', 'vectors',
+      'chunks', 'conversations', 'files', 'index_log', 'index_meta', 'keys', 'messages', 'recall_docs', 'recall_owners',
+      'response_items', 'responses', 'schema_migrations', 'sessions', 'traces', 'usage', 'vectors',
     ])
     const again = await migrate(pg.pool)
     t.same(again.applied, [], 'nothing left to apply')
@@ -124,6 +128,19 @@ if (baseUrl === undefined) {
       messages: [{ message: { role: 'user', content: 'hi' }, tokens: 1 }], usage: null, error: null, incompleteDetails: null, echo: { instructions: null },
     })
     await embedded.usage.add([{ tenant: 't1', date: '2026-11-25', model: 'openai/gpt-4o', requests: 2, inputTokens: 30, outputTokens: 7, cachedTokens: 4 }])
+    const recallOf = (records: RecallStore, dir: string) =>
+      new SessionRecall({ records, embedder: new LocalEmbedder(), counter, dataDir: dir, maxTokens: 4000, maxMessagesPerSession: 1000 })
+    const embeddedRecall = recallOf(embedded.recall, dataDir)
+    await embedded.sessions.appendExchange('t1', 'cat', [{ role: 'user', content: 'My cat Bartholomew only eats sardines.' }, { role: 'assistant', content: 'Noted.' }])
+    await embeddedRecall.close()
+    await embedded.traces.append([{ tenant: 't1', trace: { id: 'req_1', createdAt: 9, sessionId: 'trip', messagesJson: '[]' } as unknown as RequestTrace }], 10)
+    const kb = (files: FileStore, dir: string) =>
+      new KnowledgeBase({ files, dataDir: dir, embedder: new LocalEmbedder(), chunkTokens: 64, chunkOverlap: 8, maxChunksPerFile: 100, clock: () => 1_700_000_000_000, prepareInWorker: false })
+    const upload = (filename: string, text: string) => ({ filename, contentType: 'text/plain', bytes: Buffer.from(text), metadata: { from: 'lmdb' } })
+    const embeddedKb = kb(embedded.files, dataDir)
+    const lighthouse = await embeddedKb.ingest('t1', upload('keepers.txt', 'The lighthouse keeper of Skerryvore is called Morwenna.'))
+    const tides = await embeddedKb.ingest('t2', upload('tides.txt', 'Spring tides reach five metres.'))
+    await embeddedKb.close()
     await embedded.close()
 
     const url = await freshDatabase(t, baseUrl)
@@ -131,7 +148,7 @@ if (baseUrl === undefined) {
     t.equal(await main(['migrate', '--from-lmdb', dataDir], io), 0, io.err())
     t.match(io.err(), /using the PostgreSQL database postgres:\/\/[^ ]*rg_test_[^ ]* \(DATABASE_URL\)/, 'it says which database')
     t.match(io.err(), `copying from the LMDB DATA_DIR ${dataDir}`, 'and which DATA_DIR')
-    t.match(io.out(), /copied from .*: 2 keys, 2 sessions, 5 messages, 1 responses, 1 conversations, 1 usage rows/)
+    t.match(io.out(), /copied from .*: 2 keys, 3 sessions, 7 messages, 1 responses, 1 conversations, 1 usage rows, 1 request traces, 2 files, 2 chunks, 2 recall turns/)
 
     const pg = await open(tmp(), url)
     t.teardown(() => pg.close())
@@ -144,10 +161,37 @@ if (baseUrl === undefined) {
     t.same(await pg.usage.list('t1', {}), [{ date: '2026-11-25', model: 'openai/gpt-4o', requests: 2, inputTokens: 30, outputTokens: 7, cachedTokens: 4 }], 'usage comes along')
     const next = await pg.sessions.appendExchange('t1', 'trip', [{ role: 'user', content: 'and back?' }])
     t.same(next.map((m) => m.seq), [4], 'the session goes on where it left off')
+    t.equal((await pg.traces.get('t1', 'req_1'))?.sessionId, 'trip', 'request traces come along')
+    const replicaRecall = recallOf(pg.recall, tmp())
+    t.teardown(() => replicaRecall.close())
+    const recalled = await replicaRecall.search('t1', 'cat', 'what does Bartholomew eat', 2000)
+    t.match([...(recalled?.turns.values() ?? [])].map((x) => x.content).join('\n'), /sardines/, 'turns saved before the move are recalled')
+    const replicaKb = kb(pg.files, tmp())
+    t.teardown(() => replicaKb.close())
+    t.same((await replicaKb.search('t1', 'lighthouse keeper Morwenna', 1)).map((h) => [h.file_id, h.metadata]), [[lighthouse.id, { from: 'lmdb' }]], 'the files are searched from PostgreSQL')
+    t.same((await replicaKb.search('t1', 'lighthouse keeper', 1, 'vector')).map((h) => h.file_id), [lighthouse.id], 'vectors too')
+    t.notOk((await replicaKb.search('t1', 'spring tides', 5)).some((h) => h.file_id === tides.id), 'tenants stay apart')
+    t.same((await replicaKb.search('t2', 'spring tides', 1)).map((h) => h.file_id), [tides.id])
+    const more = await replicaKb.ingest('t1', upload('more.txt', 'The keeper has a dog named Biscuit.'))
+    t.same((await replicaKb.search('t1', 'dog Biscuit', 1)).map((h) => h.file_id), [more.id], 'uploads continue after the copied labels')
+    t.same((await replicaKb.search('t1', 'lighthouse keeper Morwenna', 1)).map((h) => h.file_id), [lighthouse.id])
 
     const twice = capturedIo({ DATABASE_URL: url, DATA_DIR: tmp() })
     t.equal(await main(['migrate', '--from-lmdb', dataDir], twice), 0)
-    t.match(twice.out(), /0 keys, 0 sessions, 0 messages, 0 responses, 0 conversations, 0 usage rows/, 'a second run copies nothing twice')
+    t.match(twice.out(), /0 keys, 0 sessions, 0 messages, 0 responses, 0 conversations, 0 usage rows, 0 request traces, 0 files, 0 chunks, 0 recall turns/, 'a second run copies nothing twice')
+    t.notMatch(twice.err(), /were not copied/, 'and skips no tenant: their files are the copied ones')
+
+    // Another embedded deployment's files for t1, whose knowledge base in PostgreSQL is now another one: left out.
+    const otherDir = tmp()
+    const otherEmbedded = await open(otherDir)
+    const otherKb = kb(otherEmbedded.files, otherDir)
+    await otherKb.ingest('t1', upload('clash.txt', 'A file whose labels would collide.'))
+    await otherKb.close()
+    await otherEmbedded.close()
+    const clash = capturedIo({ DATABASE_URL: url, DATA_DIR: tmp() })
+    t.equal(await main(['migrate', '--from-lmdb', otherDir], clash), 0, clash.err())
+    t.match(clash.out(), /0 files, 0 chunks/)
+    t.match(clash.err(), /the files of 1 tenant\(s\) were not copied/)
     const missing = capturedIo({ DATABASE_URL: url, DATA_DIR: tmp() })
     t.equal(await main(['migrate', '--from-lmdb', join(dataDir, 'nope')], missing), 1)
     t.match(missing.err(), /holds no recallgate LMDB data/)

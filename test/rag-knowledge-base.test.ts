@@ -9,6 +9,7 @@ import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { LocalEmbedder, type Embedder } from '../src/retrieval/embedder.js'
 import { KnowledgeBase, type KnowledgeBaseOptions } from '../src/knowledge/knowledge-base.js'
+import { FileRepo } from '../src/storage/file-repo.js'
 import { openStore } from '../src/storage/store.js'
 import { makePdf, upload } from './helpers/format-fixtures.js'
 
@@ -25,7 +26,7 @@ function openKb(dir: string, extra: Partial<KnowledgeBaseOptions> = {}) {
   const store = openStore({ dir })
   let now = NOW
   const kb = new KnowledgeBase({
-    store,
+    files: new FileRepo(store),
     dataDir: dir,
     embedder: new LocalEmbedder(),
     chunkTokens: 64,
@@ -75,8 +76,8 @@ t.test('a unique fact is retrieved from among other files, in every mode', async
     t.match(hits[0]?.text, /QUARTZ-7781/, `${mode}: the fact's chunk first`)
     t.equal(hits[0]?.filename, 'security.txt')
   }
-  t.same(kb.list('acme').map((f) => f.filename), ['gardening.txt', 'finance.md', 'security.txt'])
-  t.same(kb.get('acme', rec.id), rec)
+  t.same((await kb.list('acme')).map((f) => f.filename), ['gardening.txt', 'finance.md', 'security.txt'])
+  t.same(await kb.get('acme', rec.id), rec)
   t.same(await kb.search('acme', 'the of and', 5), [], 'a query of stopwords finds nothing')
   t.same(await kb.search('nobody', 'vault', 5), [], 'a tenant without files gets nothing')
 })
@@ -121,13 +122,13 @@ t.test('tenants never see each other’s files or chunks', async (t) => {
     const hits = await kb.search('tenant-b', 'launch password OPALSTORM', 10, mode)
     t.notOk(hits.some((h) => h.file_id === a.id || /OPALSTORM/.test(h.text)), `${mode}: b cannot find a's chunk`)
   }
-  t.same(kb.list('tenant-b').map((f) => f.filename), ['other.txt'])
-  t.equal(kb.get('tenant-b', a.id), undefined)
+  t.same((await kb.list('tenant-b')).map((f) => f.filename), ['other.txt'])
+  t.equal(await kb.get('tenant-b', a.id), undefined)
   t.equal(await kb.delete('tenant-b', a.id), false, 'b cannot delete a’s file')
   t.equal((await kb.search('tenant-a', 'launch password', 1))[0]?.file_id, a.id, 'still there for a')
   // A tenant id that is a prefix of another must not reach into it.
   await kb.ingest('tenant', upload('p.txt', 'Prefix tenant text.'))
-  t.same(kb.list('tenant').map((f) => f.filename), ['p.txt'])
+  t.same((await kb.list('tenant')).map((f) => f.filename), ['p.txt'])
 })
 
 t.test('a deleted file is never returned again, and its records are gone', async (t) => {
@@ -138,7 +139,7 @@ t.test('a deleted file is never returned again, and its records are gone', async
   const gone = await kb.ingest('t', upload('gone.txt', `${filler('tides', 6)}\n\nThe lighthouse keeper is named MORWENNA.`))
   t.equal(await kb.delete('t', gone.id), true)
   t.equal(await kb.delete('t', gone.id), false, 'second delete: not found')
-  t.equal(kb.get('t', gone.id), undefined)
+  t.equal(await kb.get('t', gone.id), undefined)
   for (const mode of ['hybrid', 'bm25', 'vector'] as const) {
     const hits = await kb.search('t', 'lighthouse keeper MORWENNA tides', 20, mode)
     t.notOk(hits.some((h) => h.file_id === gone.id), `${mode}: nothing from the deleted file`)
@@ -210,7 +211,7 @@ t.test('refused uploads: unsupported → 415, empty → 400, too many chunks →
   await t.rejects(kb.ingest('t', upload('img.png', Buffer.from([0x89, 0x50, 0, 0]), 'image/png')), { code: 'unsupported_media_type', status: 415 })
   await t.rejects(kb.ingest('t', upload('empty.txt', '   \n\n ')), { code: 'empty_file', status: 400 })
   await t.rejects(kb.ingest('t', upload('big.txt', filler('size', 40))), { code: 'payload_too_large', status: 413 })
-  t.same(kb.list('t'), [])
+  t.same(await kb.list('t'), [])
   t.equal(store.chunks.getKeysCount(), 0)
   t.equal(store.vectors.getKeysCount(), 0)
 })
@@ -229,7 +230,7 @@ t.test('a failed ingestion leaves nothing behind', async (t) => {
   s = openKb(dir, { embedder: wrongSize })
   t.teardown(s.close)
   await t.rejects(s.kb.ingest('t', upload('a.txt', filler('x', 5))), { code: 'upstream_invalid_response' })
-  t.same(s.kb.list('t'), [])
+  t.same(await s.kb.list('t'), [])
   t.equal(s.store.files.getKeysCount(), 0)
   t.equal(s.store.chunks.getKeysCount(), 0)
   t.equal(s.store.vectors.getKeysCount(), 0)
@@ -247,7 +248,7 @@ t.test('a tenant indexed with another embedder is refused with a clear message u
   await t.rejects(s.kb.ingest('t', upload('b.txt', 'Pears are green.')), refusal)
   await t.rejects(s.kb.search('t', 'apples', 3), refusal)
   t.equal((await s.kb.search('t', 'apples', 3, 'bm25'))[0]?.file_id, rec.id, 'lexical search still works')
-  t.equal(s.kb.list('t').length, 1, 'the refused upload stored nothing')
+  t.equal((await s.kb.list('t')).length, 1, 'the refused upload stored nothing')
   await s.kb.ingest('other', upload('c.txt', 'Another tenant is unaffected.'))
   t.equal(await s.kb.delete('t', rec.id), true)
   const fresh = await s.kb.ingest('t', upload('b.txt', 'Pears are green.'))
@@ -274,5 +275,5 @@ t.test('file ids come from the injected random source', async (t) => {
   const rec = await kb.ingest('t', upload('a.txt', 'Some text.'))
   t.equal(rec.id, `file-${'f'.repeat(24)}`)
   await t.rejects(kb.ingest('t', upload('b.txt', 'Other text.')), /already exists/, 'a repeated id never overwrites a file')
-  t.same(kb.list('t').map((f) => f.filename), ['a.txt'])
+  t.same((await kb.list('t')).map((f) => f.filename), ['a.txt'])
 })

@@ -15,6 +15,7 @@ import { TokenCounter } from '../src/context/tokenizer.js'
 import { LocalEmbedder, type Embedder } from '../src/retrieval/embedder.js'
 import { SessionRecall, namespaceOf, type RecallCandidates, type SessionRecallOptions } from '../src/recall/session-recall.js'
 import { SessionRepo } from '../src/storage/session-repo.js'
+import { RecallRepo } from '../src/storage/recall-repo.js'
 import { openStore, type Store } from '../src/storage/store.js'
 import type { ChatMessage } from '../src/types.js'
 
@@ -41,8 +42,7 @@ function setup(t: Test, o: { dir?: string; maxMessages?: number; embedder?: Embe
   const repo = new SessionRepo(store, { maxMessagesPerSession: o.maxMessages ?? 1000, clock: () => clock.now, counter })
   const errors: string[] = []
   const recall = new SessionRecall({
-    store,
-    sessions: repo,
+    records: new RecallRepo(store, repo),
     embedder: o.embedder ?? new LocalEmbedder(),
     counter,
     dataDir: dir,
@@ -256,7 +256,7 @@ t.test('after a restart the index is rebuilt from LMDB', async (t) => {
     const store = openStore({ dir })
     const clock = { now: T0 }
     const repo = new SessionRepo(store, { maxMessagesPerSession: 1000, clock: () => clock.now, counter })
-    const recall = new SessionRecall({ store, sessions: repo, embedder: new LocalEmbedder(), counter, dataDir: dir, maxTokens: 4000, maxMessagesPerSession: 1000 })
+    const recall = new SessionRecall({ records: new RecallRepo(store, repo), embedder: new LocalEmbedder(), counter, dataDir: dir, maxTokens: 4000, maxMessagesPerSession: 1000 })
     await longSession({ store, repo, recall, clock, errors: [], dir }, 'ta', 's1', 12, 5)
     t.ok(select({ recall } as Setup, await recall.search('ta', 's1', 'Bartholomew', 2000)))
     await recall.close()
@@ -298,7 +298,7 @@ t.test('turns saved before recall was on are skipped by search, but still come a
   const clock = { now: T0 }
   const repo = new SessionRepo(store, { maxMessagesPerSession: 1000, clock: () => clock.now, counter })
   await repo.appendExchange('ta', 's1', [{ role: 'user', content: 'The sardines are in the blue tin.' }])
-  const recall = new SessionRecall({ store, sessions: repo, embedder: new LocalEmbedder(), counter, dataDir: dir, maxTokens: 4000, maxMessagesPerSession: 1000 })
+  const recall = new SessionRecall({ records: new RecallRepo(store, repo), embedder: new LocalEmbedder(), counter, dataDir: dir, maxTokens: 4000, maxMessagesPerSession: 1000 })
   t.teardown(() => recall.close())
   await repo.appendExchange('ta', 's1', [{ role: 'assistant', content: 'Noted: tin colour matters.' }])
   const c = await recall.search('ta', 's1', 'which tin colour', 2000)

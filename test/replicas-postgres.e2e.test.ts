@@ -1,7 +1,9 @@
 /**
  * Replicas on separate hosts, as far as one machine can show it: gateway processes with SEPARATE DATA_DIRs sharing one
- * PostgreSQL (DATABASE_URL). A session written through one is read through the other, a key created (CLI) works on
- * both at once and stops after its revoke, a plan change or a rotation reaches both within their key cache's 5 s, kill -9 of one under load loses no acknowledged exchange; and a database
+ * PostgreSQL (DATABASE_URL). A session written through one is read through the other, a file uploaded through one is
+ * retrieved through the other at once and never after its delete, a key created (CLI) works on both at once and stops
+ * after its revoke, a plan change or a rotation reaches both within their key cache's 5 s, kill -9 of one under load
+ * loses no acknowledged exchange; and a database
  * that goes away gives clean 503s with Retry-After and `/readyz` 503, then recovery without a restart.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -118,6 +120,44 @@ if (baseUrl === undefined) {
       t.equal((await api(b.url, '/api/v1/sessions/trip', { method: 'DELETE' })).status, 200)
       t.equal((await api(a.url, '/api/v1/sessions/trip')).status, 404, 'deleted through B, gone on A')
       t.equal((await chat(a.url, 'trip', 'Anything saved?')).memory.historyMessages, 0)
+    })
+
+    t.test('a file uploaded through one is retrieved through the other at once; after a delete, never again by either', async (t) => {
+      const search = async (url: string, query: string): Promise<string[]> => {
+        const r = await fetch(`${url}/api/v1/files/search`, {
+          method: 'POST',
+          headers: { serviceKey: KEY, 'content-type': 'application/json' },
+          body: JSON.stringify({ query, k: 5 }),
+        })
+        return ((await r.json()) as { data: Array<{ file_id: string }> }).data.map((h) => h.file_id)
+      }
+      const upload = async (url: string, filename: string, content: string): Promise<string> => {
+        const r = await fetch(`${url}/api/v1/files`, {
+          method: 'POST',
+          headers: { serviceKey: KEY, 'content-type': 'application/json' },
+          body: JSON.stringify({ filename, content }),
+        })
+        t.equal(r.status, 201, `${filename} uploaded`)
+        return ((await r.json()) as { id: string }).id
+      }
+      t.same(await search(b.url, 'lighthouse keeper'), [], 'B has loaded the empty index first')
+      const keeper = await upload(a.url, 'keepers.txt', 'The lighthouse keeper of Skerryvore is called MORWENNA. She keeps the light on stormy nights.')
+      t.same(await search(b.url, 'Who keeps the lighthouse at Skerryvore?'), [keeper], 'B finds it on its next request')
+      const viaChat = await client(b.url).chat.completions.create({
+        model: 'openai/gpt-4o',
+        messages: [{ role: 'user', content: 'Who is the lighthouse keeper of Skerryvore?' }],
+      })
+      const sources = (viaChat as unknown as { _metadata: { rag: { sources: Array<{ file_id: string }> } } })._metadata.rag.sources
+      t.same(sources.map((s) => s.file_id), [keeper], "and packs it into a chat's prompt")
+      const tides = await upload(b.url, 'tides.txt', 'Spring tides at Skerryvore reach five metres.')
+      t.ok((await search(a.url, 'spring tides Skerryvore')).includes(tides), 'and A finds what B uploaded')
+      t.same((await api(a.url, '/api/v1/files')).body.data.map((f: { id: string }) => f.id), [keeper, tides])
+      t.equal((await api(b.url, `/api/v1/files/${keeper}`, { method: 'DELETE' })).status, 200)
+      for (const [name, gw] of [['A', a], ['B', b], ['A', a]] as const) {
+        t.notOk((await search(gw.url, 'lighthouse keeper MORWENNA')).includes(keeper), `deleted through B: never returned by ${name}`)
+        t.equal((await api(gw.url, `/api/v1/files/${keeper}`)).status, 404)
+      }
+      t.equal((await api(a.url, `/api/v1/files/${keeper}`, { method: 'DELETE' })).status, 404, 'nor deleted twice')
     })
 
     t.test('a key created with the CLI works on both replicas at once, and stops on both after its revoke', async (t) => {

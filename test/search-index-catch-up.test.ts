@@ -1,7 +1,7 @@
 /**
  * Two processes' indexes over one store (WORKERS, replicas on one DATA_DIR): one commits, the other sees it on its
- * next search, by applying the change log when it can and reloading when it cannot. The knowledge base over real
- * LMDB, twice on the same environment, stands in for the two processes; the shared-store e2e test runs them for real.
+ * next search, by applying the change log when it can and reloading when it cannot. The knowledge base twice over one
+ * store (LMDB, and PostgreSQL) stands in for the two processes; the replica e2e tests run them for real.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -10,7 +10,8 @@ import t, { type Test } from 'tap'
 import { KnowledgeBase } from '../src/knowledge/knowledge-base.js'
 import { LocalEmbedder } from '../src/retrieval/embedder.js'
 import { SearchIndex, type DocRef, type IndexSource, type NamespaceMeta } from '../src/retrieval/search-index.js'
-import { openStore } from '../src/storage/store.js'
+import { testableEngines } from './helpers/store-engines.js'
+import type { FileStore } from '../src/storage/interface.js'
 
 const embedder = new LocalEmbedder()
 
@@ -40,11 +41,11 @@ class LoggedSource implements IndexSource {
     }
     return out
   }
-  document(_ns: string, ref: DocRef) {
-    return this.docs.get(ref[0] as number)?.text
-  }
-  vector(_ns: string, label: number) {
-    return this.docs.get(label)?.vector
+  added(_ns: string, docs: ReadonlyArray<readonly [number, DocRef]>) {
+    return docs.flatMap(([label]) => {
+      const d = this.docs.get(label)
+      return d === undefined ? [] : [{ label, text: d.text, vector: d.vector }]
+    })
   }
   async add(texts: string[], epoch = this.meta_?.epoch ?? 'e1') {
     const m = this.meta_ ?? { embedderId: embedder.id, dimension: embedder.dimension, version: 0, count: 0, nextLabel: 0, epoch }
@@ -120,26 +121,41 @@ t.test('a log that no longer reaches back, or a new epoch, means a reload', asyn
   t.same(await labelsOf(b, 'volcanoes'), [0])
 })
 
-t.test('knowledge base: two instances on one LMDB see each other’s uploads and deletes at once', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'catch-up-kb-'))
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-  const store = openStore({ dir })
-  const kb = (name: string) =>
-    new KnowledgeBase({ store, dataDir: join(dir, name), embedder, chunkTokens: 64, chunkOverlap: 8, maxChunksPerFile: 1000, clock: Date.now })
-  const a = kb('a')
-  const b = kb('b')
-  t.teardown(async () => {
-    await a.close()
-    await b.close()
-    await store.close()
+// Per store engine: two processes on one DATA_DIR (LMDB), or two replicas with their own DATA_DIRs on one database.
+for (const engine of testableEngines(t, 'knowledge base instances sharing a store')) {
+  t.test(`${engine.name}: two knowledge base instances on one store see each other’s uploads and deletes at once`, async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'catch-up-kb-'))
+    t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+    const first = await engine.open(t)
+    const second = await first.another()
+    const kb = (name: string, files: FileStore) =>
+      new KnowledgeBase({ files, dataDir: join(dir, name), embedder, chunkTokens: 64, chunkOverlap: 8, maxChunksPerFile: 1000, clock: Date.now })
+    const a = kb('a', first.files)
+    const b = kb('b', second.files)
+    t.teardown(async () => {
+      await a.close()
+      await b.close()
+    })
+    const upload = (filename: string, text: string) => ({ filename, contentType: 'text/plain', bytes: Buffer.from(text), metadata: null })
+    const rivers = await a.ingest('t', upload('rivers.txt', 'The river guide is called Tamsin. She knows every bend of the river.'))
+    t.equal((await b.search('t', 'river guide', 1))[0]?.file_id, rivers.id)
+    const mountains = await a.ingest('t', upload('mountains.txt', 'The mountain guide is called Eirlys. She climbs in every weather.'))
+    t.equal((await b.search('t', 'mountain guide Eirlys', 1))[0]?.file_id, mountains.id, 'B sees A’s upload at once')
+    t.equal((await b.search('t', 'mountain guide Eirlys', 1, 'vector'))[0]?.file_id, mountains.id, 'its vector too')
+    // Both uploaded within one second: listed in created_at order, ties by id.
+    t.same((await b.list('t')).map((f) => f.id).sort(), [rivers.id, mountains.id].sort())
+    t.ok(await b.delete('t', mountains.id))
+    t.notOk((await a.search('t', 'mountain guide Eirlys', 5)).some((h) => h.file_id === mountains.id), 'A never returns B’s delete')
+    t.equal(await a.get('t', mountains.id), undefined)
+    t.equal(await a.delete('t', mountains.id), false, 'nor deletes it twice')
+    const coast = await b.ingest('t', upload('coast.txt', 'The coast guard is called Morwenna.'))
+    t.equal((await a.search('t', 'coast guard Morwenna', 1))[0]?.file_id, coast.id)
+    t.equal(await a.hasChunks('other'), false, 'another tenant has nothing')
+
+    // A third instance starting cold loads the tenant whole from the store (documents and vectors, page by page).
+    const c = kb('c', (await first.another()).files)
+    t.teardown(() => c.close())
+    t.same((await c.search('t', 'river guide Tamsin', 1)).map((h) => h.file_id), [rivers.id])
+    t.same((await c.search('t', 'coast guard', 1, 'vector')).map((h) => h.file_id), [coast.id])
   })
-  const upload = (filename: string, text: string) => ({ filename, contentType: 'text/plain', bytes: Buffer.from(text), metadata: null })
-  const first = await a.ingest('t', upload('rivers.txt', 'The river guide is called Tamsin. She knows every bend of the river.'))
-  t.equal((await b.search('t', 'river guide', 1))[0]?.file_id, first.id)
-  const second = await a.ingest('t', upload('mountains.txt', 'The mountain guide is called Eirlys. She climbs in every weather.'))
-  t.equal((await b.search('t', 'mountain guide Eirlys', 1))[0]?.file_id, second.id, 'B sees A’s upload at once')
-  t.ok(await b.delete('t', second.id))
-  t.notOk((await a.search('t', 'mountain guide Eirlys', 5)).some((h) => h.file_id === second.id), 'A never returns B’s delete')
-  const third = await b.ingest('t', upload('coast.txt', 'The coast guard is called Morwenna.'))
-  t.equal((await a.search('t', 'coast guard Morwenna', 1))[0]?.file_id, third.id)
-})
+}

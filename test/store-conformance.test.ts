@@ -1,84 +1,13 @@
 /**
- * The store contract (src/storage/interface.ts), one test file run against every engine: LMDB today, PostgreSQL when
- * it lands (add it to `engines`). Each case asserts what a caller of the interface relies on, nothing engine-specific.
+ * The store contract (src/storage/interface.ts), one test file run against every engine (test/helpers/store-engines.ts:
+ * LMDB, and PostgreSQL when the test cluster is there). Each case asserts what a caller of the interface relies on, nothing engine-specific.
  */
-import t, { type Test } from 'tap'
+import t from 'tap'
 import { hashKey, tenantIdFor } from '../src/auth/service-keys.js'
-import { TokenCounter } from '../src/context/tokenizer.js'
 import { GatewayError } from '../src/errors.js'
-import { SessionLimitError, type KeyLookupResult, type StoredItem, type StoredResponse } from '../src/storage/interface.js'
-import { openStores, type Stores } from '../src/storage/open-stores.js'
-import { openStore } from '../src/storage/store.js'
-import { freshDatabase, POSTGRES_SKIP_REASON, testDatabaseUrl, withoutService } from './helpers/services.js'
-
-interface Opened extends Stores {
-  /** Close and open the same data again (a restart). */
-  reopen(): Promise<Opened>
-  /** Open the same data a second time beside this one (another process or replica). */
-  another(): Promise<Stores>
-}
-
-interface Engine {
-  name: string
-  /** Undefined when the engine can be tested here; else why not. */
-  skip: string | undefined
-  open(t: Test, opts?: { maxMessagesPerSession?: number; now?: () => number }): Promise<Opened>
-}
-
-const counter = new TokenCounter({ margins: { '*': 0.1 } })
-const now = (): number => 1_700_000_000_000
-
-/** Both engines through the gateway's own factory (storage/open-stores.ts), LMDB in a temp dir in either case. */
-function engine(name: string, databaseUrl: (t: Test) => Promise<string | undefined>, skip: string | undefined): Engine {
-  return {
-    name,
-    skip,
-    async open(t, opts = {}) {
-      const dir = t.testdir()
-      const url = await databaseUrl(t)
-      const make = async (): Promise<Stores> => {
-        const lmdb = openStore({ dir })
-        const stores = await openStores({
-          databaseUrl: url,
-          databasePoolSize: 4,
-          databaseStatementTimeout: 10_000,
-          lmdb,
-          maxMessagesPerSession: opts.maxMessagesPerSession ?? 1000,
-          now: opts.now ?? now,
-          counter,
-        })
-        let closed = false
-        const close = async (): Promise<void> => {
-          if (closed) return
-          closed = true
-          await stores.close()
-          await lmdb.close()
-        }
-        t.teardown(close)
-        return { ...stores, close }
-      }
-      const wrap = (s: Stores): Opened => ({
-        ...s,
-        reopen: async () => {
-          await s.close()
-          return wrap(await make())
-        },
-        another: make,
-      })
-      return wrap(await make())
-    },
-  }
-}
-
-const databaseUrl = testDatabaseUrl()
-const lmdb = engine('lmdb', async () => undefined, undefined)
-const postgres = engine(
-  'postgres',
-  async (t) => (databaseUrl === undefined ? undefined : freshDatabase(t, databaseUrl)),
-  databaseUrl === undefined ? POSTGRES_SKIP_REASON : undefined,
-)
-
-const engines: Engine[] = [lmdb, postgres]
+import { SessionLimitError, type KeyLookupResult, type RequestTrace, type StoredItem, type StoredResponse } from '../src/storage/interface.js'
+import type { Stores } from '../src/storage/open-stores.js'
+import { testableEngines } from './helpers/store-engines.js'
 
 /** What an instance answers for a presented key: from its cache, or from its engine on a miss (as the authenticator asks). */
 async function lookup(s: Stores, hash: string): Promise<KeyLookupResult> {
@@ -123,11 +52,7 @@ function response(id: string, previous: string | null, n: number): StoredRespons
   }
 }
 
-for (const engine of engines) {
-  if (engine.skip !== undefined) {
-    withoutService(t, `${engine.name}: the store contract`, engine.skip)
-    continue
-  }
+for (const engine of testableEngines(t, 'the store contract')) {
   t.test(`${engine.name}: a saved response reads back whole, survives a reopen, and its items resolve by id`, async (t) => {
     const s = await engine.open(t)
     await s.responses.save('tenant-a', response('resp_1', null, 1))
@@ -411,5 +336,45 @@ for (const engine of engines) {
     const other = await again.another()
     await other.usage.add([e('tenant-b', '2026-11-25', 'm/x', 1)])
     t.same((await again.usage.list('tenant-b', {}))[0]?.requests, 2, "another instance's adds count toward the same row")
+  })
+}
+
+function trace(id: string, createdAt: number, sessionId: string | null): RequestTrace {
+  return {
+    id,
+    createdAt,
+    route: '/api/v1/chat/completions',
+    model: 'openai/gpt-4o',
+    stream: false,
+    status: 200,
+    durationMs: 12,
+    promptTokens: 10,
+    completionTokens: 2,
+    cachedTokens: null,
+    error: null,
+    sessionId,
+    messagesJson: JSON.stringify([{ role: 'user', content: `asked in ${id} \u0000 with a NUL` }]),
+  } as unknown as RequestTrace
+}
+
+for (const engine of testableEngines(t, 'request traces')) {
+  t.test(`${engine.name}: request traces: newest first, bounded per tenant, by id, deleted with their session`, async (t) => {
+    const s = await engine.open(t)
+    const other = await s.another()
+    await s.traces.append([{ tenant: 'tenant-a', trace: trace('req-1', 1000, 's1') }, { tenant: 'tenant-b', trace: trace('req-2', 1001, 's1') }], 3)
+    await other.traces.append(
+      [2, 3, 4, 5].map((i) => ({ tenant: 'tenant-a', trace: trace(`req-a${i}`, 1000 + i, i % 2 === 0 ? 's2' : 's1') })),
+      3,
+    )
+    t.same((await s.traces.list('tenant-a', 3)).map((x) => x.id), ['req-a5', 'req-a4', 'req-a3'], "newest first, through either instance's writes")
+    t.same((await s.traces.list('tenant-b', 3)).map((x) => x.id), ['req-2'], 'per tenant')
+    const got = await other.traces.get('tenant-a', 'req-a4')
+    t.same(JSON.parse(got?.messagesJson ?? 'null'), [{ role: 'user', content: 'asked in req-a4 \u0000 with a NUL' }], 'kept whole')
+    t.equal(await s.traces.get('tenant-b', 'req-a4'), undefined, "another tenant's trace is not found")
+    t.equal(await s.traces.get('tenant-a', 'a\u0000b'), undefined)
+    // How many went depends on how eagerly the engine prunes beyond `keep` (LMDB lets a few more stay): req-a4 at least.
+    t.ok((await s.traces.deleteSession('tenant-a', 's2')) >= 1, "the session's traces go")
+    t.same((await other.traces.list('tenant-a', 10)).map((x) => x.id).filter((id) => id !== 'req-1'), ['req-a5', 'req-a3'])
+    t.same((await s.traces.list('tenant-b', 3)).map((x) => x.id), ['req-2'], "another tenant's session of the same id stays")
   })
 }

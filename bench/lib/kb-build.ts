@@ -10,6 +10,7 @@ import { hashKey, tenantIdFor } from '../../src/auth/service-keys.js'
 import { loadConfig } from '../../src/config.js'
 import { LocalEmbedder } from '../../src/retrieval/embedder.js'
 import { KnowledgeBase } from '../../src/knowledge/knowledge-base.js'
+import { FileRepo } from '../../src/storage/file-repo.js'
 import { openStore } from '../../src/storage/store.js'
 import { Corpus } from './corpus.js'
 
@@ -45,7 +46,7 @@ export async function buildKnowledgeBase(o: KbBuildOptions): Promise<KbBuilt> {
   const started = performance.now()
   const store = openStore({ dir: o.dataDir })
   const kb = new KnowledgeBase({
-    store,
+    files: new FileRepo(store),
     dataDir: o.dataDir,
     embedder,
     chunkTokens: config.chunkTokens,

@@ -138,7 +138,7 @@ export class Planner implements ChatPlanner {
       const relevant = relevantHits(ranked, o.relevanceGate ?? DEFAULT_RELEVANCE_GATE)
       hits = relevant.hits
       if (found > 0) bestRelevance = relevant.best
-      reason = relevant.reason === 'no_match' && !o.knowledge.hasChunks(tenant.id) ? 'no_files' : relevant.reason
+      reason = relevant.reason === 'no_match' && !(await o.knowledge.hasChunks(tenant.id)) ? 'no_files' : relevant.reason
     }
 
     // Request messages are counted once here and again by the packer: memoized per message object.

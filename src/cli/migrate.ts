@@ -10,9 +10,12 @@ const HELP = `Usage: recallgate migrate [--from-lmdb DIR]
 Applies the PostgreSQL schema migrations this build has and the database lacks (DATABASE_URL), one transaction
 each, under an advisory lock (safe while replicas start). Prints each applied step and the resulting version.
 
-  --from-lmdb DIR   then copy the keys, sessions, stored responses and conversations of the LMDB data directory DIR
-                    (an embedded deployment's DATA_DIR) into PostgreSQL, in one transaction; rows already there are
-                    kept. Run it with the gateway stopped. Files stay in each replica's DATA_DIR (docs/scaling.md).
+  --from-lmdb DIR   then copy the keys, sessions, stored responses, conversations, usage, request traces,
+                    knowledge base (files, chunks, vectors) and recall index of the LMDB data directory DIR (an
+                    embedded deployment's DATA_DIR) into PostgreSQL, in one transaction; rows already there are
+                    kept. A tenant whose files PostgreSQL already holds from uploads made there is left out (and
+                    counted). Run it with the gateway stopped. Replicas build their indexes from PostgreSQL on
+                    first use.
 `
 
 export async function run(argv: string[], io: CommandIo): Promise<number> {
@@ -57,8 +60,14 @@ export async function run(argv: string[], io: CommandIo): Promise<number> {
       try {
         const n = await copyFromLmdb(store, pg)
         io.stdout.write(
-          `copied from ${from}: ${n.keys} keys, ${n.sessions} sessions, ${n.messages} messages, ${n.responses} responses, ${n.conversations} conversations, ${n.usage} usage rows\n`,
+          `copied from ${from}: ${n.keys} keys, ${n.sessions} sessions, ${n.messages} messages, ${n.responses} responses, ` +
+            `${n.conversations} conversations, ${n.usage} usage rows, ${n.traces} request traces, ${n.files} files, ${n.chunks} chunks, ` +
+            `${n.recallTurns} recall turns\n`,
         )
+        if (n.skippedTenants > 0)
+          io.stderr.write(
+            `recallgate: the files of ${n.skippedTenants} tenant(s) were not copied: PostgreSQL already holds files of theirs uploaded there (upload the others again)\n`,
+          )
       } finally {
         await store.close()
       }

@@ -2,14 +2,16 @@
  * The knowledge base: per-tenant files, ingested (extract → chunk → embed → one LMDB transaction → indexes) and
  * searched (BM25 + vectors, fused). The HTTP routes and the chat pipeline call this; it holds no HTTP knowledge.
  *
- * Tenants are separate all the way down: LMDB keys start with the tenant, and each tenant has its own index
+ * Tenants are separate all the way down: stored keys start with the tenant, and each tenant has its own index
  * namespace (`files:<tenant>`), so a search can only ever rank the caller's own chunks.
+ *
+ * The records live behind the store contract (`FileStore`: LMDB in DATA_DIR, or PostgreSQL shared by replicas); the
+ * indexes are this process's cache of them, brought up to the namespace's committed version before every search.
  */
 import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
 import { gatewayError } from '../errors.js'
-import { FileRepo, type ChunkRow, type FileRow, type IndexMeta } from '../storage/file-repo.js'
-import type { Store } from '../storage/store.js'
+import type { ChunkRow, FileRow, FileStore, IndexMeta } from '../storage/interface.js'
 import type { Clock, Tokens } from '../types.js'
 import type { Chunk } from '../ingest/chunker.js'
 import { LocalEmbedder, type Embedder } from '../retrieval/embedder.js'
@@ -45,7 +47,8 @@ export interface SearchHit {
 }
 
 export interface KnowledgeBaseOptions {
-  store: Store
+  /** Where files, chunks, vectors and the index change log are kept (storage/open-stores.ts chooses the engine). */
+  files: FileStore
   /** Graph files go to `<dataDir>/index/`. */
   dataDir: string
   embedder: Embedder
@@ -64,7 +67,7 @@ export interface KnowledgeBaseOptions {
   vectorWeight?: number
   candidates?: number
   hnsw?: Partial<HnswParams>
-  /** Told when an index file cannot be saved (it is rebuilt from LMDB at the next start); a process warning by default. */
+  /** Told when an index file cannot be saved (it is rebuilt from the store at the next start); a process warning by default. */
   onIndexSaveError?: (err: unknown, file: string) => void
   /**
    * Prepare uploads (extract, chunk, analyze, embed locally) in a worker thread, off the event loop. Default true;
@@ -83,7 +86,7 @@ export interface KnowledgeBaseOptions {
 const MAX_K = 100
 
 export class KnowledgeBase {
-  readonly #repo: FileRepo
+  readonly #repo: FileStore
   readonly #index: SearchIndex
   readonly #embedder: Embedder
   readonly #opts: KnowledgeBaseOptions
@@ -98,7 +101,7 @@ export class KnowledgeBase {
         ? undefined
         : new PreparePool({ concurrency: e?.concurrency, timeoutMs: e?.timeoutMs, maxHeapMb: e?.maxHeapMb })
     this.#embedder = opts.embedder
-    this.#repo = new FileRepo(opts.store)
+    this.#repo = opts.files
     this.#maxChunksPerTenant = opts.maxChunksPerTenant ?? 1_000_000
     const repo = this.#repo
     this.#index = new SearchIndex({
@@ -115,23 +118,23 @@ export class KnowledgeBase {
         meta: (ns) => repo.index.meta(ns),
         vectors: (ns) => repo.index.vectors(ns),
         changes: (ns, from, to) => repo.index.changes(ns, from, to),
-        vector: (ns, label) => repo.index.vector(ns, label),
-        document(ns, ref) {
-          const tenant = tenantOf(ns)
-          const [fileId, index] = ref
-          if (typeof fileId !== 'string' || typeof index !== 'number') return undefined
-          const chunk = repo.getChunk(tenant, fileId, index)
-          const file = repo.getFile(tenant, fileId)
-          return chunk === undefined || file === undefined ? undefined : indexText(file.filename, chunk)
-        },
-        *documents(ns) {
-          const tenant = tenantOf(ns)
-          const names = new Map<string, string>()
-          for (const { fileId, index, chunk } of repo.tenantChunks(tenant)) {
-            let name = names.get(fileId)
-            if (name === undefined) names.set(fileId, (name = repo.getFile(tenant, fileId)?.filename ?? ''))
-            yield { label: chunk.label, ref: [fileId, index], text: indexText(name, chunk) }
+        async added(ns, docs) {
+          const refs: Array<[string, number]> = []
+          for (const [, [fileId, index]] of docs) if (typeof fileId === 'string' && typeof index === 'number') refs.push([fileId, index])
+          const [chunks, vectors] = await Promise.all([
+            repo.chunksAt(tenantOf(ns), refs),
+            repo.index.vectorsAt(ns, docs.map(([label]) => label)),
+          ])
+          const out = []
+          for (const c of chunks) {
+            const vector = c === undefined ? undefined : vectors.get(c.chunk.label)
+            if (c !== undefined && vector !== undefined) out.push({ label: c.chunk.label, text: indexText(c.file.filename, c.chunk), vector })
           }
+          return out
+        },
+        async *documents(ns) {
+          for await (const { fileId, index, chunk, file } of repo.tenantChunks(tenantOf(ns)))
+            yield { label: chunk.label, ref: [fileId, index], text: indexText(file.filename, chunk) }
         },
       },
     })
@@ -139,15 +142,15 @@ export class KnowledgeBase {
 
   /**
    * Warm up: load tenants' indexes one after another (up to the LRU bound), rebuilding missing, stale or corrupt graph
-   * files from LMDB. Nothing waits for it: the gateway serves at once, and a tenant's first search loads that tenant's
+   * files from the store. Nothing waits for it: the gateway serves at once, and a tenant's first search loads that tenant's
    * index (or joins its load in progress) without waiting for the others. Loading runs in short slices (a 100k-chunk
    * tenant is seconds of CPU), so requests keep being served meanwhile.
    */
   async init(): Promise<void> {
-    const namespaces = this.#repo.index.namespaces(NS_PREFIX)
+    const namespaces = await this.#repo.index.namespaces(NS_PREFIX)
     try {
       for (const ns of namespaces.slice(0, this.#opts.maxLoadedTenants ?? 64)) {
-        if ((this.#repo.index.meta(ns)?.count ?? 0) > 0) await this.#index.load(ns)
+        if (((await this.#repo.index.meta(ns))?.count ?? 0) > 0) await this.#index.load(ns)
       }
     } catch (err) {
       // Closed while warming up (shutdown): nothing left to do.
@@ -180,7 +183,7 @@ export class KnowledgeBase {
         })
     }
     // Refuse before paying for embeddings; checked again inside the transaction, where it is authoritative.
-    check(this.#repo.index.meta(ns), chunks.length)
+    check(await this.#repo.index.meta(ns), chunks.length)
     const texts = chunks.map((c) => indexText(file.filename, c))
     const vectors = prepared.vectors ?? (this.#embedder.embedTerms ? await this.#embedder.embedTerms(terms) : await this.#embedder.embed(texts))
     validateVectors(vectors, chunks.length, this.#embedder.dimension)
@@ -224,11 +227,11 @@ export class KnowledgeBase {
     return record
   }
 
-  list(tenant: string): FileRecord[] {
+  async list(tenant: string): Promise<FileRecord[]> {
     return this.#repo.listFiles(tenant)
   }
 
-  get(tenant: string, id: string): FileRecord | undefined {
+  async get(tenant: string, id: string): Promise<FileRecord | undefined> {
     return this.#repo.getFile(tenant, id)
   }
 
@@ -248,14 +251,12 @@ export class KnowledgeBase {
     // similarity counts too (the local embedder's vectors only repeat BM25's terms, so it does not).
     const learned = (this.#embedder.fusionWeight ?? 1) >= 1
     const out: SearchHit[] = []
-    const files = new Map<string, FileRecord | undefined>()
-    for (const [i, { ref, score, similarity }] of hits.entries()) {
-      const [fileId, index] = ref as [string, number]
-      const chunk = this.#repo.getChunk(tenant, fileId, index)
-      if (!files.has(fileId)) files.set(fileId, this.#repo.getFile(tenant, fileId))
-      const file = files.get(fileId)
+    const rows = await this.#repo.chunksAt(tenant, hits.map((h) => h.ref as [string, number]))
+    for (const [i, { score, similarity }] of hits.entries()) {
+      const row = rows[i]
       // A hit whose rows are gone was deleted between ranking and lookup: it is not returned.
-      if (chunk === undefined || file === undefined) continue
+      if (row === undefined) continue
+      const { fileId, index, chunk, file } = row
       out.push({
         file_id: fileId,
         filename: file.filename,
@@ -274,8 +275,8 @@ export class KnowledgeBase {
   }
 
   /** Whether the tenant has any indexed chunk (tells "no files" from "nothing matched"). */
-  hasChunks(tenant: string): boolean {
-    return (this.#repo.index.meta(namespaceOf(tenant))?.count ?? 0) > 0
+  async hasChunks(tenant: string): Promise<boolean> {
+    return ((await this.#repo.index.meta(namespaceOf(tenant)))?.count ?? 0) > 0
   }
 
   /** Save changed index files now (they are also saved a few seconds after changes and on close). */
@@ -311,7 +312,7 @@ function indexText(filename: string, c: Pick<Chunk | ChunkRow, 'headingPath' | '
 
 
 /**
- * About what a file takes in LMDB: chunk text, vectors and a per-chunk allowance for keys, records and the label log,
+ * About what a file takes in the store (measured in LMDB): chunk text, vectors and a per-chunk allowance for keys, records and the label log,
  * times 1.5 for B-tree pages that are not full (1 MB of text, 4,400 chunks, measured 12.7 MB stored in issue 29; this
  * gives ≈ 13 MB).
  */

@@ -2,17 +2,15 @@
  * Long-term recall: a session's older turns come back when they matter, not only while they are recent.
  *
  * Indexing: every saved message is a document of its session's namespace in the one ranking engine
- * (search-index.ts: BM25 + HNSW), written by SessionRepo hooks in the same transaction as the save: embeddings (async)
- * are computed in the hook's prepare step, before the transaction; the vectors, the namespace meta and the
- * seq → label mapping are written inside it; the loaded indexes are patched after the commit. Pruned messages are
- * unindexed in their pruning transaction; deleting a session drops its namespace in the delete transaction.
+ * (search-index.ts: BM25 + HNSW), written by the store's hooks in the same transaction as the save (the RecallStore
+ * contract: storage/recall-repo.ts in LMDB, storage/postgres/recall-store.ts): embeddings (async) are computed in the
+ * prepare step, before the transaction; the vectors, the namespace meta, its change log and the seq → label mapping
+ * are written inside it; the loaded indexes are patched after the commit. Pruned messages are unindexed in their
+ * pruning transaction; deleting a session drops its namespace in the delete transaction. Another process sharing the
+ * store (a replica on the same PostgreSQL) catches its loaded index up from the change log before it searches.
  *
- * LMDB records (beside IndexRecords' `vectors` and ['index', ns]):
- *   meta ['recall', ns]       → { tenant, sessionId }  (who owns the namespace: the index source reads its messages)
- *   meta ['recall', ns, seq]  → { label, line }        (the message's label, and the o200k tokens of its rendered line)
  * The namespace is a hash of (tenant, sessionId): fixed length whatever the ids, and per tenant, so a search can only
- * ever rank the caller's own session. Labels are mapped, not assumed equal to seqs, so messages that were never
- * indexed (saved while RECALL was off, or whose embedding failed) leave gaps instead of shifting every later label.
+ * ever rank the caller's own session.
  *
  * Request time (only when the history does not fit): `search` ranks the session's turns for the query (BM25 with
  * each turn's adjacent turns' scores added, neighbour-scores.ts; vectors fused by RRF when the embedder is a learned
@@ -26,9 +24,7 @@ import { join } from 'node:path'
 import { LRUCache } from 'lru-cache'
 import { STORED_ENCODING, type TokenCounter } from '../context/tokenizer.js'
 import { BLOCK_ROLE } from '../context/block-role.js'
-import { IndexRecords } from '../storage/file-repo.js'
-import type { AfterCommit, SessionRepo, StoredMessage } from '../storage/session-repo.js'
-import type { Key, Store } from '../storage/store.js'
+import type { RecallIndexer, RecallPrepared, RecallStore, RecallWrite } from '../storage/interface.js'
 import type { ChatMessage, Tokens } from '../types.js'
 import { messageText } from '../messages/text.js'
 import type { ScoredLabel } from '../retrieval/bm25.js'
@@ -85,9 +81,8 @@ export function defaultVectorWeight(embedder: Pick<Embedder, 'fusionWeight'>): n
 }
 
 export interface SessionRecallOptions {
-  store: Store
-  /** Its append and delete hooks are registered here. */
-  sessions: SessionRepo
+  /** Where saved turns are indexed; its save and delete hooks are attached here (storage/open-stores.ts). */
+  records: RecallStore
   embedder: Embedder
   counter: TokenCounter
   /** Graph files go to `<dataDir>/recall/`. */
@@ -116,31 +111,13 @@ export interface RecallBlock {
   tokens: Tokens
 }
 
-interface RecallDoc {
-  label: number
-  line: Tokens
-}
-
-interface Owner {
-  tenant: string
-  sessionId: string
-}
-
-interface Prepared {
-  vectors: Float32Array[]
-  lines: Tokens[]
-}
-
 /** Long queries (a pasted document) are cut: ranking cost grows with query terms. */
 const MAX_QUERY_CHARS = 2000
-const MAX_SEQ = Number.MAX_SAFE_INTEGER
 
-export class SessionRecall {
-  readonly #store: Store
-  readonly #sessions: SessionRepo
+export class SessionRecall implements RecallIndexer {
+  readonly #records: RecallStore
   readonly #embedder: Embedder
   readonly #counter: TokenCounter
-  readonly #records: IndexRecords
   readonly #index: SearchIndex
   readonly #maxTokens: Tokens
   readonly #tuning: RecallTuning
@@ -148,7 +125,7 @@ export class SessionRecall {
   /** o200k counts of the fixed pieces (preamble, fences, headers), by text: few distinct strings. */
   readonly #pieceTokens = new Map<string, Tokens>()
   /**
-   * Line counts by seq for recently searched sessions: the same as in LMDB (a seq's content never changes while its
+   * Line counts by seq for recently searched sessions: the same as stored (a seq's content never changes while its
    * namespace lives; a dropped namespace drops its map), kept here because reading ~120 small records per search
    * measured ~0.3 ms, the largest share of recall's latency. Bounded like the loaded indexes.
    */
@@ -161,19 +138,20 @@ export class SessionRecall {
     return this.#maxTokens
   }
 
+  get embedderId(): string {
+    return this.#embedder.id
+  }
+
   constructor(o: SessionRecallOptions) {
-    this.#store = o.store
-    this.#sessions = o.sessions
+    this.#records = o.records
     this.#embedder = o.embedder
     this.#counter = o.counter
-    this.#records = new IndexRecords(o.store)
     this.#maxTokens = o.maxTokens
     this.#tuning = { ...DEFAULT_RECALL_TUNING, vectorWeight: defaultVectorWeight(o.embedder), ...o.tuning }
     this.#lines = new LRUCache({ max: o.maxLoadedSessions ?? 64 })
     this.#onError =
       o.onError ?? ((err, what) => process.emitWarning(`recallgate: ${what}: ${String(err)}`, 'RecallWarning'))
-    const meta = o.store.meta
-    const sessions = o.sessions
+    const records = o.records
     this.#index = new SearchIndex({
       dir: join(o.dataDir, 'recall'),
       embedder: o.embedder,
@@ -184,23 +162,28 @@ export class SessionRecall {
       hnsw: o.hnsw,
       onSaveError: (err, file) => this.#onError(err, `saving ${file}`),
       source: {
-        meta: (ns) => this.#records.meta(ns),
-        vectors: (ns) => this.#records.vectors(ns),
-        changes: (ns, from, to) => this.#records.changes(ns, from, to),
-        vector: (ns, label) => this.#records.vector(ns, label),
-        document(ns, ref) {
-          const owner = meta.get(ownerKey(ns)) as Owner | undefined
-          const seq = ref[0]
-          if (owner === undefined || typeof seq !== 'number') return undefined
-          return sessions.messagesAt(owner.tenant, owner.sessionId, [seq]).get(seq)?.text
+        meta: (ns) => records.index.meta(ns),
+        vectors: (ns) => records.index.vectors(ns),
+        changes: (ns, from, to) => records.index.changes(ns, from, to),
+        added: async (ns, docs) => {
+          const owner = await records.owner(ns)
+          if (owner === undefined) return []
+          const seqs = docs.flatMap(([, [seq]]) => (typeof seq === 'number' ? [seq] : []))
+          const [messages, vectors] = await Promise.all([
+            records.messagesAt(owner.tenant, owner.sessionId, seqs),
+            records.index.vectorsAt(ns, docs.map(([label]) => label)),
+          ])
+          return docs.flatMap(([label, [seq]]) => {
+            const text = typeof seq === 'number' ? messages.get(seq)?.text : undefined
+            const vector = vectors.get(label)
+            return text === undefined || vector === undefined ? [] : [{ label, text, vector }]
+          })
         },
-        *documents(ns) {
-          const owner = meta.get(ownerKey(ns)) as Owner | undefined
+        async *documents(ns) {
+          const owner = await records.owner(ns)
           if (owner === undefined) return
-          const labels = new Map<number, number>()
-          for (const { key, value } of meta.getRange({ start: docKey(ns, 0), end: docKey(ns, MAX_SEQ) }))
-            labels.set((key as [string, string, number])[2], (value as RecallDoc).label)
-          const messages = sessions.messagesAt(owner.tenant, owner.sessionId, labels.keys())
+          const labels = await records.labels(ns)
+          const messages = await records.messagesAt(owner.tenant, owner.sessionId, labels.keys())
           for (const [seq, label] of labels) {
             const m = messages.get(seq)
             if (m !== undefined) yield { label, ref: [seq], text: m.text }
@@ -208,11 +191,7 @@ export class SessionRecall {
         },
       },
     })
-    sessions.onAppendPrepared<Prepared | undefined>(
-      (_tenant, _sessionId, messages) => this.#prepare(messages),
-      (tenant, sessionId, saved, pruned, prepared) => this.#write(tenant, sessionId, saved, pruned, prepared),
-    )
-    sessions.onDelete((tenant, sessionId) => this.#delete(tenant, sessionId))
+    records.attach(this)
   }
 
   /**
@@ -220,8 +199,8 @@ export class SessionRecall {
    * is about what the block will get (it is only known exactly when packing).
    */
   async search(tenant: string, sessionId: string, query: string, room: Tokens): Promise<RecallCandidates | undefined> {
-    const ns = this.#namespaceOf(tenant, sessionId)
-    const meta = this.#records.meta(ns)
+    const ns = this.namespaceOf(tenant, sessionId)
+    const meta = await this.#records.index.meta(ns)
     if (meta === undefined || meta.count === 0 || query.trim() === '' || room <= 0) return undefined
     const q = query.slice(0, MAX_QUERY_CHARS)
     const { candidates, tokensPerCandidate, minSimilarity, rrfK, vectorWeight, neighbourWeight, lexicalDepth } = this.#tuning
@@ -243,15 +222,16 @@ export class SessionRecall {
 
     const wanted = new Set<number>()
     for (const seq of ranked) for (const s of [seq - 1, seq, seq + 1]) wanted.add(s)
-    const messages = this.#sessions.messagesAt(tenant, sessionId, wanted)
+    const messages = await this.#records.messagesAt(tenant, sessionId, wanted)
     const lines = this.#linesOf(ns, meta.epoch)
+    const missing = [...messages.keys()].filter((seq) => !lines.has(seq))
+    const stored = missing.length === 0 ? undefined : await this.#records.lines(ns, missing)
     const turns = new Map<number, RecallTurn>()
     for (const [seq, m] of messages) {
       let line = lines.get(seq)
       if (line === undefined) {
-        const doc = this.#store.meta.get(docKey(ns, seq)) as RecallDoc | undefined
         // A turn never indexed (saved while recall was off) can still be a neighbour: count its line now.
-        line = doc?.line ?? this.#counter.textTokens(renderLine(m.role, m.text))
+        line = stored?.get(seq) ?? this.#counter.textTokens(renderLine(m.role, m.text))
         lines.set(seq, line)
       }
       turns.set(seq, recallTurn(m, line))
@@ -303,7 +283,7 @@ export class SessionRecall {
     return this.#index.close()
   }
 
-  #namespaceOf(tenant: string, sessionId: string): string {
+  namespaceOf(tenant: string, sessionId: string): string {
     // Session ids cannot contain NUL (checkSessionId), so this key is unambiguous.
     const key = `${tenant}\u0000${sessionId}`
     let ns = this.#namespaces.get(key)
@@ -340,7 +320,8 @@ export class SessionRecall {
     return n
   }
 
-  async #prepare(messages: readonly ChatMessage[]): Promise<Prepared | undefined> {
+  /** Before a save's transaction (RecallIndexer): the messages' embeddings and line counts, or undefined on failure. */
+  async prepare(messages: readonly ChatMessage[]): Promise<RecallPrepared | undefined> {
     const texts = messages.map(messageText)
     let vectors: Float32Array[]
     try {
@@ -357,78 +338,30 @@ export class SessionRecall {
     return { vectors, lines: messages.map((m, i) => this.#counter.textTokens(renderLine(m.role, texts[i] as string))) }
   }
 
-  /** Inside the append transaction. */
-  #write(tenant: string, sessionId: string, saved: StoredMessage[], pruned: StoredMessage[], prepared: Prepared | undefined): AfterCommit | void {
-    const ns = this.#namespaceOf(tenant, sessionId)
-    const meta = this.#store.meta
-    const steps: AfterCommit[] = []
-    const before = this.#records.meta(ns)
-    const dimension = prepared?.vectors[0]?.length ?? 0
-    // Vectors of another embedder cannot be searched together with ours: start the session's index over.
-    if (prepared !== undefined && before !== undefined && before.count > 0 && (before.embedderId !== this.#embedder.id || before.dimension !== dimension)) {
-      this.#dropInTxn(ns)
-      steps.push(() => this.#forget(ns))
-    } else if (pruned.length > 0) {
-      const labels: number[] = []
-      for (const m of pruned) {
-        const doc = meta.get(docKey(ns, m.seq)) as RecallDoc | undefined
-        if (doc === undefined) continue
-        labels.push(doc.label)
-        meta.remove(docKey(ns, m.seq))
+  /** Once a save has committed (RecallIndexer): the loaded index and the line cache follow it. */
+  saved(write: RecallWrite): void {
+    const ns = write.namespace
+    try {
+      if (write.dropped) this.#forget(ns)
+      const { removed, added } = write
+      if (removed !== undefined) void this.#index.applyRemove(ns, removed.fromVersion, removed.meta, removed.labels)
+      // Whatever epoch they were cached under (at most maxLoadedSessions keys: a scan is cheap).
+      if (write.gone.length > 0)
+        for (const [key, lines] of this.#lines.entries()) if (key.startsWith(`${ns}\u0000`)) for (const seq of write.gone) lines.delete(seq)
+      if (added !== undefined) {
+        const docs = added.docs.map((d) => ({ label: d.label, ref: [d.seq], text: d.text, vector: d.vector }))
+        void this.#index.applyAdd(ns, added.change.fromVersion, added.change.meta, docs)
       }
-      if (labels.length > 0) {
-        const change = this.#records.removeInTxn(ns, labels)
-        steps.push(() => this.#index.applyRemove(ns, change.fromVersion, change.meta, change.labels))
-      }
-      steps.push(() => {
-        const lines = this.#lines.get(`${ns}\u0000${this.#records.meta(ns)?.epoch ?? ''}`)
-        for (const m of pruned) lines?.delete(m.seq)
-      })
-    }
-    if (prepared !== undefined) {
-      // Saved and pruned at once (the session's limit) is the same object; a rewind's replaced messages are others.
-      const gone = new Set<StoredMessage>(pruned)
-      // A message without index terms has a zero vector, which the cosine graph cannot place: it stays unindexed.
-      const docs = saved
-        .map((m, i) => ({ m, vector: prepared.vectors[i] as Float32Array, line: prepared.lines[i] as Tokens }))
-        .filter((d) => !gone.has(d.m) && !isZero(d.vector))
-      if (docs.length > 0) {
-        if (meta.get(ownerKey(ns)) === undefined) meta.put(ownerKey(ns), { tenant, sessionId } satisfies Owner)
-        const refs = docs.map((d) => [d.m.seq])
-        const change = this.#records.addInTxn(ns, docs.map((d) => d.vector), this.#embedder.id, () => undefined, refs)
-        docs.forEach((d, i) => meta.put(docKey(ns, d.m.seq), { label: change.labels[i] as number, line: d.line } satisfies RecallDoc))
-        const indexed = docs.map((d, i) => ({ label: change.labels[i] as number, ref: [d.m.seq], text: d.m.text, vector: d.vector }))
-        steps.push(() => this.#index.applyAdd(ns, change.fromVersion, change.meta, indexed))
-      }
-    }
-    if (steps.length === 0) return undefined
-    return () => {
-      try {
-        for (const step of steps) step()
-      } catch (err) {
-        // LMDB has the change; the in-memory index is rebuilt from it on next use.
-        this.#forget(ns)
-        this.#onError(err, 'updating a loaded recall index')
-      }
+    } catch (err) {
+      // The store has the change; the in-memory index is rebuilt from it on next use.
+      this.#forget(ns)
+      this.#onError(err, 'updating a loaded recall index')
     }
   }
 
-  /** Inside the delete transaction. */
-  #delete(tenant: string, sessionId: string): AfterCommit | void {
-    const ns = this.#namespaceOf(tenant, sessionId)
-    if (this.#records.meta(ns) === undefined && this.#store.meta.get(ownerKey(ns)) === undefined) return undefined
-    this.#dropInTxn(ns)
-    // Unloaded now and again after the commit (a search in between reloads the committed, not yet deleted, state).
-    // Removing the graph file early is safe either way: it is only a cache of LMDB.
-    this.#forget(ns)
-    return () => this.#forget(ns)
-  }
-
-  #dropInTxn(ns: string): void {
-    const meta = this.#store.meta
-    this.#records.dropInTxn(ns)
-    for (const key of meta.getKeys({ start: docKey(ns, 0), end: docKey(ns, MAX_SEQ) })) meta.remove(key)
-    meta.remove(ownerKey(ns))
+  /** Around a session's delete (RecallIndexer). Removing the graph file early is safe: it is only a cache. */
+  deleted(namespace: string): void {
+    this.#forget(namespace)
   }
 }
 
@@ -436,10 +369,4 @@ export function namespaceOf(tenant: string, sessionId: string): string {
   return `recall:${createHash('sha256').update(tenant).update('\u0000').update(sessionId).digest('hex').slice(0, 40)}`
 }
 
-const ownerKey = (ns: string): Key => ['recall', ns]
-const docKey = (ns: string, seq: number): Key => ['recall', ns, seq]
 
-function isZero(v: Float32Array): boolean {
-  for (let i = 0; i < v.length; i++) if (v[i] !== 0) return false
-  return true
-}

@@ -5,12 +5,13 @@
  * label is a number unique in the namespace and never reused, and the ref is whatever the owner needs to find the
  * document again (e.g. [fileId, chunkIndex]).
  *
- * Consistency: the owner writes documents and vectors to LMDB in one transaction that also bumps the namespace's
- * `version`, and only after the commit calls `applyAdd`/`applyRemove` with the version it started from. A loaded
- * namespace applies a change only if it is at exactly that version; one that is already past it ignores it; anything
- * else means it missed a change, so it is dropped and reloaded from LMDB on next use. Loading rebuilds BM25 from the
- * documents and takes the HNSW graph from its file when the file is current (see vector-index.ts), else rebuilds it
- * from the stored vectors and saves it.
+ * Consistency: the owner writes documents and vectors to its store (LMDB, or PostgreSQL shared by replicas) in one
+ * transaction that also bumps the namespace's `version`, and only after the commit calls `applyAdd`/`applyRemove` with
+ * the version it started from. A loaded namespace applies a change only if it is at exactly that version; one that is
+ * already past it ignores it; anything else means it missed a change (another process's), which it applies from the
+ * source's change log when it can and else reloads from the store on next use. Every search reads the committed meta
+ * first, so it sees every change committed before it. Loading rebuilds BM25 from the documents and takes the HNSW graph
+ * from its file when the file is current (see vector-index.ts), else rebuilds it from the stored vectors and saves it.
  *
  * Bounds: at most `maxLoaded` namespaces in memory (least recently used evicted, saved first if changed) and at most
  * `maxDocsPerNamespace` documents each. Changed graphs are saved `saveDelay` after the first unsaved change (later
@@ -64,20 +65,35 @@ export interface NamespaceMeta {
   epoch?: string | undefined
 }
 
-/** Read access to the committed state in LMDB, implemented by the owner's repository. */
+/**
+ * Read access to the committed state (LMDB, or PostgreSQL shared by replicas), implemented by the owner's repository.
+ * An embedded engine answers synchronously; a network one with promises and pages (`for await` reads either).
+ */
 export interface IndexSource {
-  meta(namespace: string): NamespaceMeta | undefined
-  documents(namespace: string): Iterable<IndexedDoc>
-  vectors(namespace: string): Iterable<{ label: number; vector: Float32Array }>
+  meta(namespace: string): Awaitable<NamespaceMeta | undefined>
+  documents(namespace: string): Iterable<IndexedDoc> | AsyncIterable<IndexedDoc>
+  vectors(namespace: string): Iterable<{ label: number; vector: Float32Array }> | AsyncIterable<{ label: number; vector: Float32Array }>
   /**
    * Optional, for catching up with changes another process committed: the change log of versions `from`..`to`
-   * (undefined when part of it is no longer kept), one document's text by ref and one vector by label (undefined when
-   * gone since). Without them, or when the log falls short, a namespace that is behind is reloaded whole.
+   * (undefined when part of it is no longer kept), and the text and vector of the documents it added that are still
+   * stored (those gone since are left out), asked for a batch at a time. Without them, or when the log falls short, a
+   * namespace that is behind is reloaded whole.
    */
-  changes?(namespace: string, from: number, to: number): ReadonlyArray<IndexLogEntry> | undefined
-  document?(namespace: string, ref: DocRef): string | undefined
-  vector?(namespace: string, label: number): Float32Array | undefined
+  changes?(namespace: string, from: number, to: number): Awaitable<ReadonlyArray<IndexLogEntry> | undefined>
+  added?(namespace: string, docs: ReadonlyArray<readonly [label: number, ref: DocRef]>): Awaitable<ReadonlyArray<AddedDoc>>
 }
+
+/** A document a change log entry added, as stored now. */
+export interface AddedDoc {
+  label: number
+  text: string
+  vector: Float32Array
+}
+
+type Awaitable<T> = T | Promise<T>
+
+/** Documents fetched per `added` call while catching up: one round trip per batch on a network engine. */
+const CATCH_UP_BATCH = 512
 
 /** One committed version of a namespace: the labels it added (with their refs) and removed. */
 export interface IndexLogEntry {
@@ -218,7 +234,7 @@ export class SearchIndex {
    * owners about to write call it.
    */
   async load(namespace: string): Promise<void> {
-    const entry = await this.#entry(namespace, this.#source.meta(namespace))
+    const entry = await this.#entry(namespace, await this.#source.meta(namespace))
     await entry.queue
   }
 
@@ -228,7 +244,8 @@ export class SearchIndex {
   }
 
   async search(namespace: string, query: string, k: number, mode: SearchMode = 'hybrid'): Promise<IndexHit[]> {
-    const meta = this.#source.meta(namespace)
+    // The committed state first: the entry is brought up to it before ranking (read-your-writes across processes).
+    const meta = await this.#source.meta(namespace)
     if (meta === undefined || meta.count === 0 || k <= 0) return []
     if (mode !== 'bm25') this.checkEmbedder(meta)
     const qv = mode === 'bm25' ? undefined : (await this.#embedder.embed([query]))[0]
@@ -259,7 +276,7 @@ export class SearchIndex {
    * each document holds, for callers that keep only relevant hits.
    */
   async relevance(namespace: string, query: string, labels: readonly number[]): Promise<number[]> {
-    const meta = this.#source.meta(namespace)
+    const meta = await this.#source.meta(namespace)
     if ((meta?.count ?? 0) === 0) return labels.map(() => 0)
     const found = this.#entry(namespace, meta)
     const entry = found instanceof Promise ? await found : found
@@ -392,7 +409,7 @@ export class SearchIndex {
       if (this.#closed) throw new IndexClosedError()
     }
     for (;;) {
-      const meta = this.#source.meta(namespace)
+      const meta = await this.#source.meta(namespace)
       const entry: Entry = {
         file: this.#file(namespace),
         bm25: new Bm25Index({ maxDocs: this.#maxDocs }),
@@ -409,7 +426,7 @@ export class SearchIndex {
       let rebuilt = false
       if (meta !== undefined && meta.count > 0) {
         const slicer = new TimeSlicer(this.#sliceMs)
-        for (const doc of this.#source.documents(namespace)) {
+        for await (const doc of this.#source.documents(namespace)) {
           entry.bm25.add(doc.label, analyze(doc.text))
           entry.refs.set(doc.label, doc.ref)
           if (slicer.due()) await pause(slicer)
@@ -419,7 +436,7 @@ export class SearchIndex {
         rebuilt = current === undefined
         entry.vectors = current ?? (await this.#buildVectors(namespace, meta, pause))
       }
-      const now = this.#source.meta(namespace)
+      const now = await this.#source.meta(namespace)
       if ((now?.version ?? 0) !== entry.version || now?.epoch !== entry.epoch) continue
       this.#loaded.set(namespace, entry)
       // Saved at once, so the next start finds the graph current.
@@ -432,7 +449,7 @@ export class SearchIndex {
   async #buildVectors(namespace: string, meta: NamespaceMeta, pause: (s: TimeSlicer) => Promise<void>): Promise<VectorIndex> {
     const index = VectorIndex.create(meta.dimension, this.#hnsw, meta.count)
     const slicer = new TimeSlicer(this.#sliceMs)
-    for (const { label, vector } of this.#source.vectors(namespace)) {
+    for await (const { label, vector } of this.#source.vectors(namespace)) {
       index.add(label, vector)
       if (slicer.due()) await pause(slicer)
     }
@@ -476,7 +493,7 @@ export class SearchIndex {
 
   #hasLog(): boolean {
     const s = this.#source
-    return s.changes !== undefined && s.document !== undefined && s.vector !== undefined
+    return s.changes !== undefined && s.added !== undefined
   }
 
   /**
@@ -492,7 +509,7 @@ export class SearchIndex {
     })
     return done.then(() => {
       if (this.#loaded.peek(namespace) === entry) return entry
-      return this.#entry(namespace, this.#source.meta(namespace))
+      return Promise.resolve(this.#source.meta(namespace)).then((meta) => this.#entry(namespace, meta))
     })
   }
 
@@ -503,22 +520,28 @@ export class SearchIndex {
    */
   async #catchUpNow(namespace: string, entry: Entry, meta: NamespaceMeta): Promise<boolean> {
     const src = this.#source
-    const log = src.changes?.(namespace, entry.version + 1, meta.version)
-    if (log === undefined || src.document === undefined || src.vector === undefined) return false
+    if (src.changes === undefined || src.added === undefined) return false
     if (entry.vectors !== null && entry.refs.size > 0 && entry.vectors.dimension !== meta.dimension) return false
     try {
+      const log = await src.changes(namespace, entry.version + 1, meta.version)
+      if (log === undefined) return false
+      // Labels are never reused, so a label removed by any version of the log is left out of the additions, and the
+      // documents still to add are fetched in batches (what is gone since is not returned: a later version removed it).
+      const removed = new Set<number>()
+      for (const change of log) for (const label of change.remove ?? []) removed.add(label)
+      const adds: Array<readonly [number, DocRef]> = []
+      for (const change of log) for (const add of change.add ?? []) if (!removed.has(add[0]) && !entry.refs.has(add[0])) adds.push(add)
       const slicer = new TimeSlicer(this.#sliceMs)
-      for (const change of log) {
-        for (const label of change.remove ?? []) {
-          if (!entry.refs.delete(label)) continue
-          entry.bm25.remove(label)
-          entry.vectors?.remove(label)
-        }
-        for (const [label, ref] of change.add ?? []) {
-          // Gone since (a later version removed it): nothing to add, and that version's removal finds nothing.
-          const text = src.document(namespace, ref)
-          const vector = src.vector(namespace, label)
-          if (text === undefined || vector === undefined || entry.refs.has(label)) continue
+      for (const label of removed) {
+        if (!entry.refs.delete(label)) continue
+        entry.bm25.remove(label)
+        entry.vectors?.remove(label)
+      }
+      const refs = new Map(adds)
+      for (let i = 0; i < adds.length; i += CATCH_UP_BATCH) {
+        for (const { label, text, vector } of await src.added(namespace, adds.slice(i, i + CATCH_UP_BATCH))) {
+          const ref = refs.get(label)
+          if (ref === undefined || entry.refs.has(label)) continue
           if (entry.vectors === null || entry.vectors.dimension !== meta.dimension) entry.vectors = VectorIndex.create(meta.dimension, this.#hnsw)
           entry.bm25.add(label, analyze(text))
           entry.refs.set(label, ref)

@@ -202,12 +202,12 @@ export function fileRoutes(
   }
 
   const list: Handler = async (ctx) => {
-    sendJson(ctx.res, 200, { object: 'list', data: kb.list(tenantOf(ctx).id) })
+    sendJson(ctx.res, 200, { object: 'list', data: await kb.list(tenantOf(ctx).id) })
   }
 
   const get: Handler = async (ctx) => {
     const id = fileId(ctx)
-    const rec = kb.get(tenantOf(ctx).id, id)
+    const rec = await kb.get(tenantOf(ctx).id, id)
     if (rec === undefined) throw gatewayError('not_found', { message: `No file with id ${JSON.stringify(id)}`, param: 'id' })
     sendJson(ctx.res, 200, rec)
   }

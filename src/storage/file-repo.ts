@@ -12,63 +12,23 @@
  * The `vectors`/`meta` half (`IndexRecords`) is generic over namespaces, so session recall writes its messages' vectors
  * the same way, inside its own transactions.
  */
-import { randomBytes } from 'node:crypto'
+import type {
+  ChunkRow,
+  FileChunk,
+  FileRow,
+  FileStore,
+  IndexChange,
+  IndexLogEntry,
+  IndexMeta,
+  IndexRecordsReader,
+  InsertFileOptions,
+} from './interface.js'
+import { INDEX_LOG_KEEP } from './interface.js'
+import { decodeVector, encodeVector, metaAfterAdd, metaAfterRemove } from './index-meta.js'
+import { storableId } from './ids.js'
 import type { Store } from './store.js'
 
-export interface FileRow {
-  id: string
-  object: 'file'
-  filename: string
-  bytes: number
-  chunks: number
-  status: 'processed'
-  created_at: number
-  metadata: Record<string, unknown> | null
-  content_type: string
-}
-
-export interface ChunkRow {
-  text: string
-  tokens: number
-  /** Character range in the file's extracted text. */
-  start: number
-  end: number
-  headingPath: string[]
-  /** The chunk's label in its namespace's indexes. */
-  label: number
-}
-
-export interface IndexMeta {
-  embedderId: string
-  dimension: number
-  version: number
-  count: number
-  nextLabel: number
-  /** Set when the namespace is created: a recreated namespace's versions start again under a new epoch. */
-  epoch?: string
-}
-
-/** What a write did to a namespace: apply it to the loaded indexes with `SearchIndex.applyAdd/applyRemove`. */
-export interface IndexChange {
-  fromVersion: number
-  meta: IndexMeta
-  labels: number[]
-}
-
-/**
- * One committed change to a namespace, by version: labels added (with the owner's ref of each) and removed. Another
- * process whose loaded index is a few versions behind applies these instead of reloading the whole namespace.
- */
-export interface IndexLogEntry {
-  add?: Array<[label: number, ref: readonly (string | number)[]]>
-  remove?: number[]
-}
-
-/**
- * Versions of change log kept per namespace. A process further behind than this reloads the namespace whole; 256
- * covers minutes of uploads or chat turns, and the entries are small (labels and refs, no text or vectors).
- */
-export const INDEX_LOG_KEEP = 256
+export { decodeVector, encodeVector, INDEX_LOG_KEEP, type ChunkRow, type FileRow, type IndexChange, type IndexLogEntry, type IndexMeta }
 
 // Ids are ASCII ('file-…', hex tenant ids), so ['', '\uffff'] brackets every id under a prefix.
 const LOW = ''
@@ -79,7 +39,7 @@ const HIGH = '\uffff'
  * (or `transaction`) callback, so an owner (files here; sessions for recall) writes its own records and their index
  * entries atomically.
  */
-export class IndexRecords {
+export class IndexRecords implements IndexRecordsReader {
   readonly #store: Store
 
   constructor(store: Store) {
@@ -102,6 +62,15 @@ export class IndexRecords {
   vector(namespace: string, label: number): Float32Array | undefined {
     const v = this.#store.vectors.get([namespace, label])
     return v === undefined ? undefined : decodeVector(v as Uint8Array)
+  }
+
+  vectorsAt(namespace: string, labels: readonly number[]): Map<number, Float32Array> {
+    const out = new Map<number, Float32Array>()
+    for (const label of labels) {
+      const v = this.vector(namespace, label)
+      if (v !== undefined) out.set(label, v)
+    }
+    return out
   }
 
   /** The log entries of versions `from`..`to` (inclusive), or undefined when any of them is no longer kept. */
@@ -135,21 +104,10 @@ export class IndexRecords {
   ): IndexChange {
     const before = this.meta(namespace)
     check(before, vectors.length)
-    const dimension = vectors[0]?.length ?? 0
     const first = before?.nextLabel ?? 0
     const labels = vectors.map((_, i) => first + i)
     vectors.forEach((v, i) => this.#store.vectors.put([namespace, labels[i] as number], encodeVector(v)))
-    // An emptied namespace takes the embedder of whatever is added next.
-    const reuse = before !== undefined && before.count > 0
-    const meta: IndexMeta = {
-      embedderId: reuse ? before.embedderId : embedderId,
-      dimension: reuse ? before.dimension : dimension,
-      version: (before?.version ?? 0) + 1,
-      count: (before?.count ?? 0) + vectors.length,
-      nextLabel: first + vectors.length,
-      epoch: before?.epoch ?? (before === undefined ? randomBytes(6).toString('hex') : undefined),
-    }
-    if (meta.epoch === undefined) delete meta.epoch
+    const meta = metaAfterAdd(before, vectors.length, vectors[0]?.length ?? 0, embedderId)
     this.#store.meta.put(['index', namespace], meta)
     if (refs !== undefined) this.#log(namespace, meta.version, { add: labels.map((l, i) => [l, refs[i] ?? []]) })
     return { fromVersion: before?.version ?? 0, meta, labels }
@@ -159,15 +117,7 @@ export class IndexRecords {
   removeInTxn(namespace: string, labels: readonly number[]): IndexChange {
     for (const label of labels) this.#store.vectors.remove([namespace, label])
     const before = this.meta(namespace)
-    const meta: IndexMeta = {
-      embedderId: before?.embedderId ?? '',
-      dimension: before?.dimension ?? 0,
-      version: (before?.version ?? 0) + 1,
-      count: Math.max(0, (before?.count ?? 0) - labels.length),
-      // Labels are never reused: a label in a stale graph file can never name a newer document.
-      nextLabel: before?.nextLabel ?? 0,
-      ...(before?.epoch !== undefined ? { epoch: before.epoch } : {}),
-    }
+    const meta = metaAfterRemove(before, labels.length)
     this.#store.meta.put(['index', namespace], meta)
     this.#log(namespace, meta.version, { remove: [...labels] })
     return { fromVersion: before?.version ?? 0, meta, labels: [...labels] }
@@ -193,7 +143,7 @@ export class IndexRecords {
   }
 }
 
-export class FileRepo {
+export class FileRepo implements FileStore {
   readonly #store: Store
   readonly index: IndexRecords
 
@@ -203,6 +153,7 @@ export class FileRepo {
   }
 
   getFile(tenant: string, id: string): FileRow | undefined {
+    if (!storableId(id)) return undefined
     return this.#store.files.get([tenant, id]) as FileRow | undefined
   }
 
@@ -217,11 +168,24 @@ export class FileRepo {
     return this.#store.chunks.get([tenant, fileId, index]) as ChunkRow | undefined
   }
 
-  /** Every chunk of a tenant, in key order. */
-  *tenantChunks(tenant: string): Iterable<{ fileId: string; index: number; chunk: ChunkRow }> {
+  chunksAt(tenant: string, refs: ReadonlyArray<readonly [fileId: string, index: number]>): Array<FileChunk | undefined> {
+    const files = new Map<string, FileRow | undefined>()
+    return refs.map(([fileId, index]) => {
+      const chunk = this.getChunk(tenant, fileId, index)
+      if (!files.has(fileId)) files.set(fileId, this.getFile(tenant, fileId))
+      const file = files.get(fileId)
+      return chunk === undefined || file === undefined ? undefined : { fileId, index, chunk, file }
+    })
+  }
+
+  /** Every chunk of a tenant, in key order, from one read snapshot (the range iterator's). */
+  *tenantChunks(tenant: string): Iterable<FileChunk> {
+    const files = new Map<string, FileRow | undefined>()
     for (const { key, value } of this.#store.chunks.getRange({ start: [tenant, LOW], end: [tenant, HIGH] })) {
-      const k = key as [string, string, number]
-      yield { fileId: k[1], index: k[2], chunk: value as ChunkRow }
+      const [, fileId, index] = key as [string, string, number]
+      if (!files.has(fileId)) files.set(fileId, this.getFile(tenant, fileId))
+      const file = files.get(fileId)
+      if (file !== undefined) yield { fileId, index, chunk: value as ChunkRow, file }
     }
   }
 
@@ -230,17 +194,7 @@ export class FileRepo {
    * ingestions into one namespace never collide. `check` sees the namespace meta first and may throw to refuse
    * (e.g. another embedder, too many documents); nothing is written then.
    */
-  async insertFile(opts: {
-    tenant: string
-    namespace: string
-    file: FileRow
-    chunks: ReadonlyArray<Omit<ChunkRow, 'label'>>
-    vectors: readonly Float32Array[]
-    embedderId: string
-    check: (meta: IndexMeta | undefined, adding: number) => void
-    /** Told inside the transaction, before the commit, what the change will be (see SearchIndex.expect). */
-    onChange?: (change: IndexChange) => void
-  }): Promise<IndexChange> {
+  async insertFile(opts: InsertFileOptions): Promise<IndexChange> {
     const { tenant, file, chunks, vectors } = opts
     if (vectors.length !== chunks.length) throw new RangeError('insertFile: one vector per chunk')
     const store = this.#store
@@ -258,6 +212,7 @@ export class FileRepo {
 
   /** Delete a file, its chunks and vectors in one transaction; undefined if the tenant has no such file. */
   async deleteFile(tenant: string, namespace: string, id: string, onChange?: (change: IndexChange) => void): Promise<IndexChange | undefined> {
+    if (!storableId(id)) return undefined
     const store = this.#store
     return store.durable(() => {
       if (store.files.get([tenant, id]) === undefined) return undefined
@@ -274,15 +229,4 @@ export class FileRepo {
       return change
     }, { releasing: true })
   }
-}
-
-export function encodeVector(v: Float32Array): Buffer {
-  return Buffer.from(v.buffer, v.byteOffset, v.byteLength)
-}
-
-/** Copy out of LMDB's buffer (it may be reused, and may not be 4-byte aligned). */
-export function decodeVector(bytes: Uint8Array): Float32Array {
-  const copy = new Uint8Array(bytes.byteLength)
-  copy.set(bytes)
-  return new Float32Array(copy.buffer)
 }

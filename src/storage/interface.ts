@@ -171,6 +171,175 @@ export interface ConversationStore {
   delete(tenant: string, id: string): Promise<boolean>
 }
 
+/** A knowledge-base file as the API shows it (and as it is stored). */
+export interface FileRow {
+  id: string
+  object: 'file'
+  filename: string
+  bytes: number
+  chunks: number
+  status: 'processed'
+  created_at: number
+  metadata: Record<string, unknown> | null
+  content_type: string
+}
+
+export interface ChunkRow {
+  text: string
+  tokens: number
+  /** Character range in the file's extracted text. */
+  start: number
+  end: number
+  headingPath: string[]
+  /** The chunk's label in its namespace's indexes. */
+  label: number
+}
+
+/** The committed state of one index namespace (a tenant's files; a session's recalled turns). */
+export interface IndexMeta {
+  embedderId: string
+  dimension: number
+  /** Bumped by every committed change to the namespace. */
+  version: number
+  count: number
+  nextLabel: number
+  /** Set when the namespace is created: a recreated namespace's versions start again under a new epoch. */
+  epoch?: string
+}
+
+/** What a write did to a namespace: apply it to the loaded indexes with `SearchIndex.applyAdd/applyRemove`. */
+export interface IndexChange {
+  fromVersion: number
+  meta: IndexMeta
+  labels: number[]
+}
+
+/**
+ * One committed change to a namespace, by version: labels added (with the owner's ref of each) and removed. Another
+ * process whose loaded index is a few versions behind applies these instead of reloading the whole namespace.
+ */
+export interface IndexLogEntry {
+  add?: Array<[label: number, ref: readonly (string | number)[]]>
+  remove?: number[]
+}
+
+/** Rows read in order, from memory (LMDB: one read snapshot) or page by page (a network engine). */
+export type RowStream<T> = Iterable<T> | AsyncIterable<T>
+
+/**
+ * The committed vectors, meta and change log of index namespaces: what each process's in-memory indexes
+ * (retrieval/search-index.ts) are built from and catch up from, so that every search sees every change committed
+ * before it (read the meta first, then apply the log up to its version).
+ */
+export interface IndexRecordsReader {
+  meta(namespace: string): Awaitable<IndexMeta | undefined>
+  /** Namespaces with meta whose name starts with `prefix`. */
+  namespaces(prefix: string): Awaitable<string[]>
+  /** Every vector of the namespace, by label. */
+  vectors(namespace: string): RowStream<{ label: number; vector: Float32Array }>
+  /** The vectors of these labels still stored (those removed since are left out). */
+  vectorsAt(namespace: string, labels: readonly number[]): Awaitable<Map<number, Float32Array>>
+  /** The log entries of versions `from`..`to` (inclusive), or undefined when any of them is no longer kept. */
+  changes(namespace: string, from: number, to: number): Awaitable<IndexLogEntry[] | undefined>
+}
+
+/**
+ * Versions of change log kept per namespace. A process further behind than this reloads the namespace whole; 256
+ * covers minutes of uploads or chat turns, and the entries are small (labels and refs, no text or vectors).
+ */
+export const INDEX_LOG_KEEP = 256
+
+/** One chunk with its file, for a search hit or an index (re)load. */
+export interface FileChunk {
+  fileId: string
+  index: number
+  chunk: ChunkRow
+  file: FileRow
+}
+
+export interface InsertFileOptions {
+  tenant: string
+  namespace: string
+  file: FileRow
+  chunks: ReadonlyArray<Omit<ChunkRow, 'label'>>
+  vectors: readonly Float32Array[]
+  embedderId: string
+  /** Sees the namespace meta inside the transaction and may throw to refuse (another embedder, too many chunks). */
+  check: (meta: IndexMeta | undefined, adding: number) => void
+  /** Told inside the transaction, before the commit, what the change will be (see SearchIndex.expect). */
+  onChange?: (change: IndexChange) => void
+}
+
+/**
+ * The knowledge base at rest: files, their chunks and vectors, and the namespace meta and change log, written
+ * together. A file is inserted, or deleted, with its chunks, vectors, meta and log entry in one transaction (all or
+ * nothing), resolving once it is durable; concurrent writers to one namespace (any process) queue, so labels never
+ * collide and versions never skip. Tenant first in every key: a tenant's calls can only reach its own rows.
+ */
+export interface FileStore {
+  readonly index: IndexRecordsReader
+  getFile(tenant: string, id: string): Awaitable<FileRow | undefined>
+  /** A tenant's files, oldest first. */
+  listFiles(tenant: string): Awaitable<FileRow[]>
+  /** The chunks at these refs with their files, in the order asked; undefined for each one that is gone. */
+  chunksAt(tenant: string, refs: ReadonlyArray<readonly [fileId: string, index: number]>): Awaitable<Array<FileChunk | undefined>>
+  /** Every chunk of a tenant with its file (an index load). */
+  tenantChunks(tenant: string): RowStream<FileChunk>
+  insertFile(opts: InsertFileOptions): Promise<IndexChange>
+  /** Deletes a file, its chunks and vectors; undefined when the tenant has no such file. */
+  deleteFile(tenant: string, namespace: string, id: string, onChange?: (change: IndexChange) => void): Promise<IndexChange | undefined>
+}
+
+/** Returned by a store hook to run once its transaction has committed (e.g. to update an in-memory index). */
+export type AfterCommit = () => void
+
+/** What long-term recall computed for the messages of a save, before its transaction: embeddings and line counts. */
+export interface RecallPrepared {
+  vectors: Float32Array[]
+  lines: Tokens[]
+}
+
+/** What a save did to a session's recall namespace, for the loaded index to follow once it has committed. */
+export interface RecallWrite {
+  namespace: string
+  /** The namespace was dropped before the additions (its vectors came from another embedder). */
+  dropped: boolean
+  removed?: IndexChange
+  added?: { change: IndexChange; docs: Array<{ seq: number; label: number; text: string; vector: Float32Array }> }
+  /** Seqs the save removed (pruned, or rewound): their cached line counts are stale. */
+  gone: number[]
+}
+
+/** Recall's side of the hooks a RecallStore runs in every save and delete of a session. */
+export interface RecallIndexer {
+  readonly embedderId: string
+  namespaceOf(tenant: string, sessionId: string): string
+  /** Before the save's transaction; undefined leaves the save's messages unindexed (an embedder failure). */
+  prepare(messages: readonly ChatMessage[]): Promise<RecallPrepared | undefined>
+  /** Once the save has committed. */
+  saved(write: RecallWrite): void
+  /** Once the delete has committed, and also before (a search meanwhile reloads the state still committed). */
+  deleted(namespace: string): void
+}
+
+/**
+ * What long-term recall keeps beside each session: the session's namespace (vectors, meta and change log, as the
+ * knowledge base's), each indexed turn's label and rendered-line token count by seq, and the namespace's owner. It is
+ * written by hooks in the session's own save and delete transactions (`attach`), so a turn is recallable exactly when
+ * it is saved and never after its session is deleted, through every process sharing the store.
+ */
+export interface RecallStore {
+  readonly index: IndexRecordsReader
+  owner(namespace: string): Awaitable<{ tenant: string; sessionId: string } | undefined>
+  /** seq → label of every indexed turn. */
+  labels(namespace: string): Awaitable<Map<number, number>>
+  /** seq → line tokens of those of `seqs` that are indexed. */
+  lines(namespace: string, seqs: readonly number[]): Awaitable<Map<number, Tokens>>
+  messagesAt(tenant: string, sessionId: string, seqs: Iterable<number>): Awaitable<Map<number, StoredMessage>>
+  /** Index every save and delete of a session from now on, in its transaction. */
+  attach(indexer: RecallIndexer): void
+}
+
 /**
  * One request's trace: what it was, what it cost, and how its prompt was packed (never the provider key). The messages
  * are kept as the JSON text that went upstream (`messagesJson`), not as objects: a trace is written on every request

@@ -2,23 +2,29 @@
  * The one place the store engine is chosen: the embedded LMDB repositories (no DATABASE_URL), or PostgreSQL shared by
  * every replica (storage/postgres/). Everything else holds the interfaces (storage/interface.ts) and never asks which.
  *
- * The LMDB environment in DATA_DIR is opened by the caller in both cases: the knowledge base (files, chunks, vectors
- * and their indexes) stays in it for now (docs/scaling.md says what that means for replicas on several hosts).
+ * The LMDB environment in DATA_DIR is opened by the caller in both cases (with PostgreSQL nothing shared is kept in it:
+ * DATA_DIR then holds each replica's own graph files, caches of the vectors in the store; docs/scaling.md).
  */
 import type { TokenCounter } from '../context/tokenizer.js'
 import type { Clock, Ms } from '../types.js'
 import { ConversationRepo } from './conversation-repo.js'
-import type { ConversationStore, KeyStore, ResponseStore, SessionStore, UsageStore } from './interface.js'
+import { FileRepo } from './file-repo.js'
+import type { ConversationStore, FileStore, KeyStore, RecallStore, ResponseStore, SessionStore, TraceStore, UsageStore } from './interface.js'
 import { KeyRepo } from './key-repo.js'
 import { PgConversationStore } from './postgres/conversation-store.js'
+import { PgFileStore } from './postgres/file-store.js'
 import { PgKeyStore } from './postgres/key-store.js'
+import { PgRecallStore } from './postgres/recall-store.js'
 import { migrate } from './postgres/migrations.js'
 import { Pg } from './postgres/pool.js'
 import { PgResponseStore } from './postgres/response-store.js'
 import { PgSessionStore } from './postgres/session-store.js'
+import { PgTraceStore } from './postgres/trace-store.js'
 import { PgUsageStore } from './postgres/usage-store.js'
+import { RecallRepo } from './recall-repo.js'
 import { ResponseRepo } from './response-repo.js'
 import { SessionRepo } from './session-repo.js'
+import { TraceRepo } from './trace-repo.js'
 import { UsageRepo } from './usage-repo.js'
 import type { Store } from './store.js'
 
@@ -31,11 +37,18 @@ export interface Stores {
   readonly responses: ResponseStore
   readonly conversations: ConversationStore
   readonly usage: UsageStore
+  /** Request traces (diagnostics, bounded per tenant). */
+  readonly traces: TraceStore
+  /** The knowledge base: files, chunks, vectors and the index change log every process's indexes catch up from. */
+  readonly files: FileStore
   /**
-   * The LMDB session repository, when sessions live in LMDB: long-term recall indexes saved turns through its hooks in
-   * the save's own transaction. Undefined on PostgreSQL, where recall is not available yet (docs/scaling.md).
+   * Refuses an upload of about this many bytes when the engine holding files has no room (LMDB: MIN_FREE_DISK and
+   * LMDB_MAP_SIZE, the `checkLmdbRoom` given). Undefined on PostgreSQL: its disk is the database operator's, and a
+   * full one fails the commit, which answers the upload with an error and stores nothing.
    */
-  readonly recallSessions: SessionRepo | undefined
+  readonly checkFileRoom: ((bytes: number) => Promise<void>) | undefined
+  /** Long-term recall's records, written by hooks in the sessions' own save and delete transactions. */
+  readonly recall: RecallStore
   /**
    * Readiness, one check per engine this process depends on: DATA_DIR's LMDB always (the knowledge base lives there),
    * PostgreSQL when configured. Each resolves when its engine answers and rejects when it cannot.
@@ -51,6 +64,8 @@ export interface OpenStoresOptions {
   databaseStatementTimeout: Ms
   /** DATA_DIR's LMDB environment (opened and closed by the caller). */
   lmdb: Store
+  /** Throws when DATA_DIR's LMDB has no room for about this many more bytes (the gateway's StoreCapacity). */
+  checkLmdbRoom?: (bytes: number) => Promise<void>
   maxMessagesPerSession: number
   /** Epoch ms for stored timestamps. */
   now: Clock
@@ -71,7 +86,10 @@ export async function openStores(o: OpenStoresOptions): Promise<Stores> {
       responses: new ResponseRepo(o.lmdb),
       conversations: new ConversationRepo(o.lmdb),
       usage: new UsageRepo(o.lmdb),
-      recallSessions: sessions,
+      traces: new TraceRepo(o.lmdb),
+      files: new FileRepo(o.lmdb),
+      checkFileRoom: o.checkLmdbRoom,
+      recall: new RecallRepo(o.lmdb, sessions),
       readiness: [lmdbReady(o.lmdb)],
       // The environment is the caller's to close.
       close: async () => {},
@@ -92,14 +110,18 @@ export async function openStores(o: OpenStoresOptions): Promise<Stores> {
       onReloadError: (err) => log('warn', 'could not reload the service keys (the cached ones keep working)', { store: 'postgres', err }),
     })
     await keys.start()
+    const sessions = new PgSessionStore(pg, { maxMessagesPerSession: o.maxMessagesPerSession, clock: o.now, counter: o.counter })
     return {
       engine: 'postgres',
-      sessions: new PgSessionStore(pg, { maxMessagesPerSession: o.maxMessagesPerSession, clock: o.now, counter: o.counter }),
+      sessions,
       keys,
       responses: new PgResponseStore(pg),
       conversations: new PgConversationStore(pg),
       usage: new PgUsageStore(pg),
-      recallSessions: undefined,
+      traces: new PgTraceStore(pg),
+      files: new PgFileStore(pg),
+      checkFileRoom: undefined,
+      recall: new PgRecallStore(pg, sessions),
       readiness: [lmdbReady(o.lmdb), { name: 'postgres', check: () => pg.ping() }],
       close: async () => {
         keys.stop()

@@ -9,6 +9,7 @@
  * exactly when its items resolve, also after kill -9.
  */
 import type { ResponseStore, StoredItem, StoredResponse } from './interface.js'
+import { storableId } from './ids.js'
 import type { Store } from './store.js'
 
 export class ResponseRepo implements ResponseStore {
@@ -60,14 +61,6 @@ export class ResponseRepo implements ResponseStore {
     if (rec === undefined) return undefined
     return rec.output.find((i) => i.id === itemId) ?? rec.input.find((i) => i.id === itemId)
   }
-}
-
-/**
- * Ids come from clients (paths, `previous_response_id`, `item_reference`): one that could not be a key is simply not
- * found, never an LMDB error. Response and item ids we mint are short ASCII.
- */
-function storableId(id: string): boolean {
-  return id.length > 0 && id.length <= 256 && !/[\u0000-\u001f]/.test(id)
 }
 
 /** A record read back, checked for the fields every reader relies on (a corrupt one is an error, not a guess). */

@@ -26,13 +26,20 @@ import { invalidParam } from '../errors.js'
 import type { TokenCounter } from '../context/tokenizer.js'
 import { messageText } from '../messages/text.js'
 import type { Bytes, ChatMessage, Clock, Role, Tokens } from '../types.js'
-import { SessionLimitError, type SessionBounds, type SessionInfo, type SessionStore, type SessionUsage, type StoredMessage } from './interface.js'
+import {
+  SessionLimitError,
+  type AfterCommit,
+  type SessionBounds,
+  type SessionInfo,
+  type SessionStore,
+  type SessionUsage,
+  type StoredMessage,
+} from './interface.js'
 import type { DurableOptions, Key, Store } from './store.js'
 
 export type { SessionInfo, StoredMessage } from './interface.js'
 
-/** Returned by a hook to run once its transaction has committed (e.g. to update an in-memory index). */
-export type AfterCommit = () => void
+export type { AfterCommit } from './interface.js'
 /**
  * Runs inside the write transaction of an append: index `saved`, unindex `pruned` (oldest messages dropped).
  * `prepared` is what the hook's `prepare` step produced for these messages (undefined without one).

@@ -3,7 +3,7 @@
  * session with the same id (session-store.ts); the caller deletes both, as with LMDB (conversation-repo.ts).
  */
 import type { ConversationRecord, ConversationStore } from '../interface.js'
-import { storableId } from './ids.js'
+import { storableId } from '../ids.js'
 import { ms, type Pg, type Row } from './pool.js'
 
 export class PgConversationStore implements ConversationStore {

@@ -133,6 +133,32 @@ export const MIGRATIONS: readonly Migration[] = [
       );`,
   },
   {
+    version: 4,
+    name: "request traces per tenant; long-term recall's turns and owners (the knowledge base uses version 1's tables)",
+    sql: `
+      CREATE TABLE traces (
+        tenant     text NOT NULL,
+        created_at bigint NOT NULL,
+        id         text NOT NULL,
+        session_id text,
+        trace      text NOT NULL,
+        PRIMARY KEY (tenant, created_at, id)
+      );
+      CREATE INDEX traces_by_session ON traces (tenant, session_id);
+      CREATE TABLE recall_owners (
+        namespace  text PRIMARY KEY,
+        tenant     text NOT NULL,
+        session_id text COLLATE "C" NOT NULL
+      );
+      CREATE TABLE recall_docs (
+        namespace text NOT NULL,
+        seq       bigint NOT NULL,
+        label     integer NOT NULL,
+        line      integer NOT NULL,
+        PRIMARY KEY (namespace, seq)
+      );`,
+  },
+  {
     version: 5,
     name: 'keys.tenant: tenants get their own id, kept when a key is rotated or re-planned; sessions listed newest first',
     // Filled in place with the tenant each key had until now (auth/service-keys.ts tenantIdFor: 't_' and the hash's

@@ -5,7 +5,7 @@
  */
 import type { ResponseStore, StoredItem, StoredResponse } from '../interface.js'
 import { ms, type Pg, type Row } from './pool.js'
-import { storableId } from './ids.js'
+import { storableId } from '../ids.js'
 
 const COLUMNS = `id, created_at, completed_at, model, status, previous_response_id, conversation_id, input, output, messages,
   usage, error, incomplete_details, echo`

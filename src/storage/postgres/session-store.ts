@@ -12,10 +12,21 @@
  *
  * No history cache here: every replica reads the committed rows, so a write through one is read by the next request on
  * any other (one indexed range read, newest first).
+ *
+ * Hooks (long-term recall, postgres/recall-store.ts) run inside a save's and a delete's transaction, on its connection,
+ * after the session row is locked, like SessionRepo's in LMDB; what they return runs once COMMIT has returned.
  */
 import type { TokenCounter } from '../../context/tokenizer.js'
 import type { ChatMessage, Clock, Role } from '../../types.js'
-import { SessionLimitError, type SessionBounds, type SessionInfo, type SessionStore, type SessionUsage, type StoredMessage } from '../interface.js'
+import {
+  SessionLimitError,
+  type AfterCommit,
+  type SessionBounds,
+  type SessionInfo,
+  type SessionStore,
+  type SessionUsage,
+  type StoredMessage,
+} from '../interface.js'
 import { checkSessionId, storedMessage } from '../session-repo.js'
 import { ms, type Pg, type Queryable, type Row } from './pool.js'
 
@@ -26,6 +37,26 @@ export interface PgSessionStoreOptions {
 }
 
 const STORED_ROLES: ReadonlySet<Role> = new Set<Role>(['user', 'assistant', 'tool', 'function'])
+
+/**
+ * Inside a save's transaction: `saved` are the new messages, `pruned` the seqs removed (a rewind's, then the oldest
+ * beyond the bound; a message of this save pruned at once is the same object as in `saved`).
+ */
+export type PgAppendHook<P> = (
+  c: Queryable,
+  tenant: string,
+  sessionId: string,
+  saved: StoredMessage[],
+  pruned: Pick<StoredMessage, 'seq'>[],
+  prepared: P,
+) => Promise<AfterCommit | void>
+/** Inside a delete's transaction, with the session row locked and its records still there. */
+export type PgDeleteHook = (c: Queryable, tenant: string, sessionId: string) => Promise<AfterCommit | void>
+
+interface RegisteredHook {
+  prepare: (tenant: string, sessionId: string, messages: readonly ChatMessage[]) => Promise<unknown>
+  write: PgAppendHook<unknown>
+}
 
 interface SessionRow extends Row {
   created_at: string
@@ -39,6 +70,8 @@ export class PgSessionStore implements SessionStore {
   readonly #max: number
   readonly #clock: Clock
   readonly #counter: TokenCounter
+  readonly #appendHooks: RegisteredHook[] = []
+  readonly #deleteHooks: PgDeleteHook[] = []
 
   constructor(pg: Pg, opts: PgSessionStoreOptions) {
     if (!Number.isInteger(opts.maxMessagesPerSession) || opts.maxMessagesPerSession < 1)
@@ -47,6 +80,29 @@ export class PgSessionStore implements SessionStore {
     this.#max = opts.maxMessagesPerSession
     this.#clock = opts.clock
     this.#counter = opts.counter
+  }
+
+  /** A hook with an async `prepare` step run before the transaction (a failing prepare saves nothing). */
+  onAppendPrepared<P>(prepare: (tenant: string, sessionId: string, messages: readonly ChatMessage[]) => Promise<P>, write: PgAppendHook<P>): void {
+    this.#appendHooks.push({ prepare, write: write as PgAppendHook<unknown> })
+  }
+
+  onDelete(fn: PgDeleteHook): void {
+    this.#deleteHooks.push(fn)
+  }
+
+  /** The stored messages at these seqs (those that exist). */
+  async messagesAt(tenant: string, sessionId: string, seqs: Iterable<number>): Promise<Map<number, StoredMessage>> {
+    const wanted = [...seqs]
+    const out = new Map<number, StoredMessage>()
+    if (wanted.length === 0) return out
+    const rows = await this.#pg.query(
+      'messages_at',
+      'SELECT seq, message, tokens, created_at FROM messages WHERE tenant = $1 AND session_id = $2 AND seq = ANY($3::bigint[])',
+      [tenant, sessionId, wanted],
+    )
+    for (const r of rows) out.set(ms(r.seq), storedMessage(ms(r.seq), r.message as ChatMessage, Number(r.tokens), ms(r.created_at)))
+    return out
   }
 
   async history(tenant: string, sessionId: string, limit = Infinity): Promise<StoredMessage[]> {
@@ -109,19 +165,25 @@ export class PgSessionStore implements SessionStore {
     const replaceFrom = opts.replaceFrom
     const max = Math.min(this.#max, opts.bounds?.maxMessages ?? Infinity)
     const maxSessions = opts.bounds?.maxSessions
-    return this.#pg.transaction('append_exchange', async (c) => {
+    const hooks = this.#appendHooks
+    const prepared = await Promise.all(hooks.map((h) => h.prepare(tenant, sessionId, messages)))
+    const after: AfterCommit[] = []
+    const saved = await this.#pg.transaction('append_exchange', async (c) => {
       const rec = await lockSession(c, tenant, sessionId, now, maxSessions)
       let nextSeq = ms(rec.next_seq)
       let count = rec.count
+      const pruned: Pick<StoredMessage, 'seq'>[] = []
       if (replaceFrom !== undefined) {
         const from = Math.max(replaceFrom, nextSeq - count)
         if (from < nextSeq) {
-          await c.query('DELETE FROM messages WHERE tenant = $1 AND session_id = $2 AND seq >= $3', [tenant, sessionId, from])
+          const gone = await c.query('DELETE FROM messages WHERE tenant = $1 AND session_id = $2 AND seq >= $3 RETURNING seq', [tenant, sessionId, from])
+          if (hooks.length > 0) for (const r of gone.rows) pruned.push({ seq: ms(r.seq) })
           count -= nextSeq - from
           nextSeq = from
         }
       }
       const first = nextSeq
+      const saved = messages.map((m, i) => storedMessage(first + i, m, tokens[i] ?? 0, now))
       if (messages.length > 0) {
         await c.query(
           `INSERT INTO messages (tenant, session_id, seq, message, tokens, created_at)
@@ -132,15 +194,27 @@ export class PgSessionStore implements SessionStore {
         count += messages.length
       }
       if (count > max) {
-        await c.query('DELETE FROM messages WHERE tenant = $1 AND session_id = $2 AND seq < $3', [tenant, sessionId, nextSeq - max])
+        const gone = await c.query('DELETE FROM messages WHERE tenant = $1 AND session_id = $2 AND seq < $3 RETURNING seq', [
+          tenant,
+          sessionId,
+          nextSeq - max,
+        ])
+        // A message of this exchange pruned at once is passed as its object in `saved` (hooks skip indexing it).
+        for (const r of gone.rows) pruned.push(saved[ms(r.seq) - first] ?? { seq: ms(r.seq) })
         count = max
       }
       await c.query(
         'UPDATE sessions SET updated_at = GREATEST(updated_at, $3), next_seq = $4, count = $5 WHERE tenant = $1 AND session_id = $2',
         [tenant, sessionId, now, nextSeq, count],
       )
-      return messages.map((m, i) => storedMessage(first + i, m, tokens[i] ?? 0, now))
+      for (const [i, hook] of hooks.entries()) {
+        const done = await hook.write(c, tenant, sessionId, saved, pruned, prepared[i])
+        if (done) after.push(done)
+      }
+      return saved
     })
+    for (const done of after) done()
+    return saved
   }
 
   async usage(tenant: string): Promise<SessionUsage> {
@@ -154,12 +228,22 @@ export class PgSessionStore implements SessionStore {
 
   async delete(tenant: string, sessionId: string): Promise<boolean> {
     checkSessionId(tenant, sessionId)
+    const remove = 'DELETE FROM sessions WHERE tenant = $1 AND session_id = $2 RETURNING 1 AS gone'
     // Its messages go with it (ON DELETE CASCADE), in the same statement's transaction.
-    const rows = await this.#pg.query('session_delete', 'DELETE FROM sessions WHERE tenant = $1 AND session_id = $2 RETURNING 1 AS gone', [
-      tenant,
-      sessionId,
-    ])
-    return rows.length > 0
+    if (this.#deleteHooks.length === 0) return (await this.#pg.query('session_delete', remove, [tenant, sessionId])).length > 0
+    const after: AfterCommit[] = []
+    const gone = await this.#pg.transaction('session_delete', async (c) => {
+      // The session row first, as a save takes it: a save and a delete of one session queue instead of deadlocking.
+      const found = await c.query('SELECT 1 FROM sessions WHERE tenant = $1 AND session_id = $2 FOR UPDATE', [tenant, sessionId])
+      if (found.rowCount === 0) return false
+      for (const hook of this.#deleteHooks) {
+        const done = await hook(c, tenant, sessionId)
+        if (done) after.push(done)
+      }
+      return (await c.query(remove, [tenant, sessionId])).rowCount === 1
+    })
+    for (const done of after) done()
+    return gone
   }
 }
 
