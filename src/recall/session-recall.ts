@@ -39,7 +39,7 @@ import { SearchIndex, type IndexHit } from '../retrieval/search-index.js'
 import type { HnswParams } from '../retrieval/vector-index.js'
 import { recallTurn, renderLine, selectBlock, type BlockCounting, type Neighbours, type RecallCandidates, type RecallTurn } from './recall-block.js'
 
-export { RECALL_PREAMBLE, renderLine, type RecallCandidates, type RecallTurn } from './recall-block.js'
+export { RECALL_PREAMBLE, type RecallCandidates } from './recall-block.js'
 
 export interface RecallTuning {
   /**
@@ -295,8 +295,8 @@ export class SessionRecall {
   }
 
   /** Save changed graphs now (also done a few seconds after changes and on close). */
-  flush(): void {
-    this.#index.flush()
+  flush(): Promise<void> {
+    return this.#index.flush()
   }
 
   close(): Promise<void> {
@@ -378,7 +378,8 @@ export class SessionRecall {
       }
       if (labels.length > 0) {
         const change = this.#records.removeInTxn(ns, labels)
-        steps.push(() => this.#index.applyRemove(ns, change.fromVersion, change.meta, change.labels))
+        // applyRemove and applyAdd never reject: a failure unloads the namespace (reloaded from LMDB) and is reported.
+        steps.push(() => void this.#index.applyRemove(ns, change.fromVersion, change.meta, change.labels))
       }
       steps.push(() => {
         const lines = this.#lines.get(`${ns}\u0000${this.#records.meta(ns)?.epoch ?? ''}`)
@@ -396,9 +397,11 @@ export class SessionRecall {
         if (meta.get(ownerKey(ns)) === undefined) meta.put(ownerKey(ns), { tenant, sessionId } satisfies Owner)
         const refs = docs.map((d) => [d.m.seq])
         const change = this.#records.addInTxn(ns, docs.map((d) => d.vector), this.#embedder.id, () => undefined, refs)
-        docs.forEach((d, i) => meta.put(docKey(ns, d.m.seq), { label: change.labels[i] as number, line: d.line } satisfies RecallDoc))
+        docs.forEach((d, i) => {
+          meta.put(docKey(ns, d.m.seq), { label: change.labels[i] as number, line: d.line } satisfies RecallDoc)
+        })
         const indexed = docs.map((d, i) => ({ label: change.labels[i] as number, ref: [d.m.seq], text: d.m.text, vector: d.vector }))
-        steps.push(() => this.#index.applyAdd(ns, change.fromVersion, change.meta, indexed))
+        steps.push(() => void this.#index.applyAdd(ns, change.fromVersion, change.meta, indexed))
       }
     }
     if (steps.length === 0) return undefined

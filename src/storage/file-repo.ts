@@ -138,7 +138,9 @@ export class IndexRecords {
     const dimension = vectors[0]?.length ?? 0
     const first = before?.nextLabel ?? 0
     const labels = vectors.map((_, i) => first + i)
-    vectors.forEach((v, i) => this.#store.vectors.put([namespace, labels[i] as number], encodeVector(v)))
+    vectors.forEach((v, i) => {
+      this.#store.vectors.put([namespace, labels[i] as number], encodeVector(v))
+    })
     // An emptied namespace takes the embedder of whatever is added next.
     const reuse = before !== undefined && before.count > 0
     const meta: IndexMeta = {
@@ -250,7 +252,9 @@ export class FileRepo {
       const refs = chunks.map((_, i) => [file.id, i])
       const change = this.index.addInTxn(opts.namespace, vectors, opts.embedderId, opts.check, refs)
       store.files.put([tenant, file.id], file)
-      chunks.forEach((c, i) => store.chunks.put([tenant, file.id, i], { ...c, label: change.labels[i] as number } satisfies ChunkRow))
+      chunks.forEach((c, i) => {
+        store.chunks.put([tenant, file.id, i], { ...c, label: change.labels[i] as number } satisfies ChunkRow)
+      })
       opts.onChange?.(change)
       return change
     })
