@@ -37,7 +37,7 @@ import {
   type RecordedRequest,
 } from './mock-upstream/types.js'
 
-export type { MockBehaviour, MockModel, MockUpstream, MockUpstreamOptions, RecordedRequest } from './mock-upstream/types.js'
+export type { MockBehaviour, MockModel, MockUpstream, MockUpstreamOptions } from './mock-upstream/types.js'
 
 export const DEFAULT_MOCK_MODELS: readonly MockModel[] = [
   { id: 'openai/gpt-4o', context_length: 128000 },

@@ -130,3 +130,11 @@ export interface PromptTrace {
 
 /** Epoch ms as the unix seconds OpenAI's API puts on the wire (`created_at`, `updated_at`). */
 export const unixSeconds = (ms: number): number => Math.floor(ms / 1000)
+
+/**
+ * `Array.isArray` that keeps a readonly array's element type: the built-in narrows `readonly T[] | …` to `any[]`, and
+ * the `any` then flows unchecked into whatever reads the elements (a stored message's tool calls, say).
+ */
+export function isArray<T>(v: T): v is Extract<T, readonly unknown[]> {
+  return Array.isArray(v)
+}

@@ -23,7 +23,7 @@ export async function readBounded(res: Response): Promise<string> {
   if (res.body === null) return ''
   const parts: Buffer[] = []
   let size = 0
-  for await (const chunk of res.body) {
+  for await (const chunk of res.body as ReadableStream<Uint8Array>) {
     parts.push(Buffer.from(chunk))
     size += chunk.byteLength
     if (size >= MAX_RESPONSE_BYTES) {

@@ -16,7 +16,7 @@
  * What these rules miss, the learned per-model correction (tokenizer.ts, from the upstream's `usage.prompt_tokens`)
  * takes up.
  */
-import type { ChatMessage, ContentPart, Tokens } from '../types.js'
+import { isArray, type ChatMessage, type ContentPart, type Tokens } from '../types.js'
 import { imageSize } from './image-size.js'
 
 export interface MediaEstimates {
@@ -35,11 +35,11 @@ export function contentTokens(m: ChatMessage, count: CountText, media: MediaEsti
   let n = 0
   const c = m.content
   if (typeof c === 'string') n += count(c)
-  else if (Array.isArray(c)) for (const p of c) n += partTokens(p, count, media)
+  else if (isArray(c)) for (const p of c) n += partTokens(p, count, media)
   if (typeof m.name === 'string') n += count(m.name) + 1
   if (typeof m.refusal === 'string') n += count(m.refusal)
   if (typeof m.reasoning === 'string') n += count(m.reasoning)
-  if (Array.isArray(m.tool_calls)) {
+  if (isArray(m.tool_calls)) {
     for (const call of m.tool_calls) {
       const f = call.function
       n += 3 + (f ? count(f.name) + count(f.arguments) : count(JSON.stringify(call)))

@@ -22,7 +22,7 @@ import { prepareFile, titleOf } from './prepare.js'
 import { PreparePool, type PreparePoolOptions } from './prepare-pool.js'
 import type { ExtractLimits } from '../ingest/extract.js'
 
-export { renderContextMessage, selectContext } from './context-message.js'
+export { renderContextMessage } from './context-message.js'
 
 export type FileRecord = FileRow
 

@@ -7,7 +7,7 @@
  * null`, `reasoning`, `reasoning_details`, `annotations`) is not part of the identity. Equality is by position in the
  * conversation, never by a bare content hash: "yes" twice in a row is two messages.
  */
-import type { ChatMessage, ContentPart } from '../types.js'
+import { isArray, type ChatMessage, type ContentPart } from '../types.js'
 
 const keys = new WeakMap<ChatMessage, string>()
 
@@ -32,7 +32,7 @@ function canonicalContent(c: ChatMessage['content']): unknown {
 
 function canonicalCalls(m: ChatMessage): unknown {
   const calls = m.tool_calls
-  if (!Array.isArray(calls) || calls.length === 0) return null
+  if (!isArray(calls) || calls.length === 0) return null
   return calls.map((c) => (c.function ? [c.id, c.function.name, c.function.arguments] : sorted(c)))
 }
 

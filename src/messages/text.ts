@@ -3,7 +3,7 @@
  * recalled turns as quoted lines. Text parts are joined; a refusal reads as its text; tool calls read as
  * `name(arguments)`; media parts leave a short marker so a recalled turn still shows that something was attached.
  */
-import type { ChatMessage, ContentPart } from '../types.js'
+import { isArray, type ChatMessage, type ContentPart } from '../types.js'
 
 export function contentText(content: ChatMessage['content']): string {
   if (typeof content === 'string') return content
@@ -40,7 +40,7 @@ function partText(p: ContentPart): string {
 export function messageText(m: ChatMessage): string {
   let out = contentText(m.content)
   if (typeof m.refusal === 'string' && m.refusal !== '') out = out === '' ? m.refusal : `${out}\n${m.refusal}`
-  if (Array.isArray(m.tool_calls)) {
+  if (isArray(m.tool_calls)) {
     for (const c of m.tool_calls) {
       const call = c.function ? `${c.function.name}(${c.function.arguments})` : `${c.type} call`
       out = out === '' ? call : `${out}\n${call}`

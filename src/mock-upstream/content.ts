@@ -97,7 +97,7 @@ export function defaultToolCall(body: Record<string, unknown>, messages: unknown
   if (!Array.isArray(body.tools) || body.tools.length === 0 || body.tool_choice === 'none') return undefined
   const last = messages.at(-1)
   if (isObject(last) && last.role === 'tool') return undefined
-  const tool = body.tools.find((t) => isObject(t) && t.type === 'function' && isObject(t.function))
+  const tool: unknown = body.tools.find((t) => isObject(t) && t.type === 'function' && isObject(t.function))
   const fn = isObject(tool) && isObject(tool.function) ? tool.function : undefined
   if (fn === undefined || typeof fn.name !== 'string') return undefined
   const args: Record<string, unknown> = {}

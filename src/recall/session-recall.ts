@@ -35,7 +35,7 @@ import { SearchIndex, type IndexHit } from '../retrieval/search-index.js'
 import type { HnswParams } from '../retrieval/vector-index.js'
 import { recallTurn, renderLine, selectBlock, type BlockCounting, type Neighbours, type RecallCandidates, type RecallTurn } from './recall-block.js'
 
-export { RECALL_PREAMBLE, renderLine, type RecallCandidates, type RecallTurn } from './recall-block.js'
+export { RECALL_PREAMBLE, type RecallCandidates } from './recall-block.js'
 
 export interface RecallTuning {
   /**
@@ -275,8 +275,8 @@ export class SessionRecall implements RecallIndexer {
   }
 
   /** Save changed graphs now (also done a few seconds after changes and on close). */
-  flush(): void {
-    this.#index.flush()
+  flush(): Promise<void> {
+    return this.#index.flush()
   }
 
   close(): Promise<void> {

@@ -16,7 +16,7 @@
  * session it is can be read either way; test/responses-items.test.ts checks the round trip.
  */
 import { isObject } from '../messages/schema.js'
-import type { ChatMessage, ContentPart, ToolCall } from '../types.js'
+import { isArray, type ChatMessage, type ContentPart, type ToolCall } from '../types.js'
 import type { ItemPart, NewId, ResponseItem } from './item-types.js'
 import { ITEM_ID_PREFIX } from './input-items.js'
 
@@ -147,7 +147,7 @@ export function messagesToItems(messages: readonly ChatMessage[], opts: Messages
         push({ type: 'message', id: opts.newId(ITEM_ID_PREFIX.message), role: m.role, content: inputParts(m.content) })
         break
       case 'assistant': {
-        const calls = Array.isArray(m.tool_calls) ? m.tool_calls : []
+        const calls = isArray(m.tool_calls) ? m.tool_calls : []
         const content = outputParts(m)
         // As in a Response's output: no empty message in front of tool calls.
         if (content.length > 0 || calls.length === 0) {

@@ -19,7 +19,7 @@ export interface ItemPart {
   readonly [field: string]: unknown
 }
 
-export interface MessageItem extends ResponseItem {
+interface MessageItem extends ResponseItem {
   readonly type: 'message'
   readonly id: string
   readonly role: 'user' | 'system' | 'developer' | 'assistant'
@@ -27,7 +27,7 @@ export interface MessageItem extends ResponseItem {
   readonly status?: ItemStatus
 }
 
-export interface FunctionCallItem extends ResponseItem {
+interface FunctionCallItem extends ResponseItem {
   readonly type: 'function_call'
   readonly id: string
   readonly call_id: string
@@ -37,7 +37,7 @@ export interface FunctionCallItem extends ResponseItem {
   readonly status?: ItemStatus
 }
 
-export interface FunctionCallOutputItem extends ResponseItem {
+interface FunctionCallOutputItem extends ResponseItem {
   readonly type: 'function_call_output'
   readonly id: string
   readonly call_id: string
@@ -46,7 +46,7 @@ export interface FunctionCallOutputItem extends ResponseItem {
 }
 
 /** Codex's freeform tools (`apply_patch`): the model writes `input` as raw text instead of JSON arguments. */
-export interface CustomToolCallItem extends ResponseItem {
+interface CustomToolCallItem extends ResponseItem {
   readonly type: 'custom_tool_call'
   readonly id: string
   readonly call_id: string
@@ -54,14 +54,14 @@ export interface CustomToolCallItem extends ResponseItem {
   readonly input: string
 }
 
-export interface CustomToolCallOutputItem extends ResponseItem {
+interface CustomToolCallOutputItem extends ResponseItem {
   readonly type: 'custom_tool_call_output'
   readonly id: string
   readonly call_id: string
   readonly output: string | readonly ItemPart[]
 }
 
-export interface ReasoningItem extends ResponseItem {
+interface ReasoningItem extends ResponseItem {
   readonly type: 'reasoning'
   readonly id: string
   readonly summary: readonly { readonly type: 'summary_text'; readonly text: string }[]
@@ -70,13 +70,13 @@ export interface ReasoningItem extends ResponseItem {
 }
 
 /** A stored item named by id; the caller replaces it with the item before mapping to messages. */
-export interface ItemReference extends ResponseItem {
+interface ItemReference extends ResponseItem {
   readonly type: 'item_reference'
   readonly id: string
 }
 
 /** The gateway's retrieval made visible (`file_search` tool): results only when `include` asks for them. */
-export interface FileSearchCallItem extends ResponseItem {
+interface FileSearchCallItem extends ResponseItem {
   readonly type: 'file_search_call'
   readonly id: string
   readonly status: 'in_progress' | 'searching' | 'completed' | 'incomplete' | 'failed'

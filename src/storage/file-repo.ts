@@ -106,7 +106,9 @@ export class IndexRecords implements IndexRecordsReader {
     check(before, vectors.length)
     const first = before?.nextLabel ?? 0
     const labels = vectors.map((_, i) => first + i)
-    vectors.forEach((v, i) => this.#store.vectors.put([namespace, labels[i] as number], encodeVector(v)))
+    vectors.forEach((v, i) => {
+      this.#store.vectors.put([namespace, labels[i] as number], encodeVector(v))
+    })
     const meta = metaAfterAdd(before, vectors.length, vectors[0]?.length ?? 0, embedderId)
     this.#store.meta.put(['index', namespace], meta)
     if (refs !== undefined) this.#log(namespace, meta.version, { add: labels.map((l, i) => [l, refs[i] ?? []]) })
@@ -204,7 +206,9 @@ export class FileRepo implements FileStore {
       const refs = chunks.map((_, i) => [file.id, i])
       const change = this.index.addInTxn(opts.namespace, vectors, opts.embedderId, opts.check, refs)
       store.files.put([tenant, file.id], file)
-      chunks.forEach((c, i) => store.chunks.put([tenant, file.id, i], { ...c, label: change.labels[i] as number } satisfies ChunkRow))
+      chunks.forEach((c, i) => {
+        store.chunks.put([tenant, file.id, i], { ...c, label: change.labels[i] as number } satisfies ChunkRow)
+      })
       opts.onChange?.(change)
       return change
     })

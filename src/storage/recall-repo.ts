@@ -110,7 +110,9 @@ export class RecallRepo implements RecallStore {
     if (docs.length > 0 && prepared !== undefined) {
       if (meta.get(ownerKey(ns)) === undefined) meta.put(ownerKey(ns), { tenant, sessionId } satisfies Owner)
       const change = this.index.addInTxn(ns, docs.map((d) => d.vector), indexer.embedderId, () => undefined, docs.map((d) => [d.m.seq]))
-      docs.forEach((d, i) => meta.put(docKey(ns, d.m.seq), { label: change.labels[i] as number, line: d.line } satisfies RecallDoc))
+      docs.forEach((d, i) => {
+        meta.put(docKey(ns, d.m.seq), { label: change.labels[i] as number, line: d.line } satisfies RecallDoc)
+      })
       write.added = { change, docs: docs.map((d, i) => ({ seq: d.m.seq, label: change.labels[i] as number, text: d.m.text, vector: d.vector })) }
     }
     return write

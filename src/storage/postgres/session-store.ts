@@ -177,7 +177,7 @@ export class PgSessionStore implements SessionStore {
         const from = Math.max(replaceFrom, nextSeq - count)
         if (from < nextSeq) {
           const gone = await c.query('DELETE FROM messages WHERE tenant = $1 AND session_id = $2 AND seq >= $3 RETURNING seq', [tenant, sessionId, from])
-          if (hooks.length > 0) for (const r of gone.rows) pruned.push({ seq: ms(r.seq) })
+          if (hooks.length > 0) for (const r of gone.rows as Row[]) pruned.push({ seq: ms(r.seq) })
           count -= nextSeq - from
           nextSeq = from
         }
@@ -200,7 +200,7 @@ export class PgSessionStore implements SessionStore {
           nextSeq - max,
         ])
         // A message of this exchange pruned at once is passed as its object in `saved` (hooks skip indexing it).
-        for (const r of gone.rows) pruned.push(saved[ms(r.seq) - first] ?? { seq: ms(r.seq) })
+        for (const r of gone.rows as Row[]) pruned.push(saved[ms(r.seq) - first] ?? { seq: ms(r.seq) })
         count = max
       }
       await c.query(

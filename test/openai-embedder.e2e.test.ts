@@ -1,0 +1,74 @@
+/**
+ * EMBEDDINGS=openai-compatible through the gateway (README, Knowledge base): uploads and chat questions are embedded
+ * by the configured `/embeddings` endpoint (here a second mock, so its calls are told apart from the chat upstream's)
+ * with its own model and key, never the caller's; a fact uploaded that way lands in the chat prompt. Restarted with
+ * the local embedder, the tenant whose files were indexed by the other one is refused with `embedder_mismatch` until
+ * its files are gone, while a tenant without files is not.
+ */
+import OpenAI from 'openai'
+import t from 'tap'
+import { startMockUpstream } from '../src/mock-upstream.js'
+import { KEY_A, KEY_B, startHarness, type Harness } from './helpers/harness.js'
+
+const EMBEDDING_KEY = 'sk-embeddings-provider-key-0001-Vq8Zr3Lw5Ym2'
+const EMBEDDING_MODEL = 'acme/embed-small'
+
+async function upload(h: Harness, filename: string, text: string, key = KEY_A): Promise<Response> {
+  const form = new FormData()
+  form.append('file', new Blob([text], { type: 'text/plain' }), filename)
+  return h.fetch('/api/v1/files', { method: 'POST', body: form, key, provider: null })
+}
+
+async function search(h: Harness, query: string, key = KEY_A): Promise<Response> {
+  return h.fetch('/api/v1/files/search', { method: 'POST', key, provider: null, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query, k: 3 }) })
+}
+
+t.test('openai-compatible embedder: uploads and questions embedded by its endpoint; a later local embedder is refused for that tenant', async (t) => {
+  const embeddings = await startMockUpstream({ embeddingDimensions: 48 })
+  t.teardown(() => embeddings.close())
+  const h = await startHarness(t, {
+    env: { EMBEDDINGS: 'openai-compatible', EMBEDDINGS_BASE_URL: embeddings.url, EMBEDDINGS_MODEL: EMBEDDING_MODEL, EMBEDDINGS_API_KEY: EMBEDDING_KEY },
+  })
+  const calls = () => embeddings.requests.filter((r) => r.method === 'POST' && r.path === '/api/v1/embeddings')
+
+  const up = await upload(h, 'harbour.txt', 'Harbour notes.\n\nThe harbour master of Port Quillon is named ODALRIC VANTE.\n\nTides are high at noon.')
+  t.equal(up.status, 201)
+  const file = (await up.json()) as { id: string }
+  t.ok(calls().length >= 1, 'the chunks were embedded by the configured endpoint')
+  for (const call of calls()) {
+    t.match(call.body, { model: EMBEDDING_MODEL }, 'with EMBEDDINGS_MODEL')
+    t.equal(call.headers.authorization, `Bearer ${EMBEDDING_KEY}`, 'and EMBEDDINGS_API_KEY, not the caller’s provider key')
+  }
+  t.equal(h.mock.requests.filter((r) => r.path === '/api/v1/embeddings').length, 0, 'nothing embedded through the chat upstream')
+
+  const before = calls().length
+  const res = await h.client().chat.completions.create({ model: 'openai/gpt-4o', messages: [{ role: 'user', content: 'Who is the harbour master of Port Quillon?' }] })
+  t.ok(calls().length > before, 'the question was embedded by the same endpoint')
+  const meta = (res as unknown as { _metadata: { rag: { sources: Array<{ file_id: string }> } } })._metadata
+  t.equal(meta.rag.sources[0]?.file_id, file.id, 'the uploaded file is the source')
+  const prompt = JSON.stringify(h.mock.lastChatBody())
+  t.match(prompt, /ODALRIC VANTE/, 'its fact is in the prompt')
+  t.notMatch(prompt, new RegExp(EMBEDDING_KEY), 'the embedding key never reaches the chat upstream')
+
+  // Another embedder on the same data: tenant A's vectors are in another space.
+  await h.restart({ EMBEDDINGS: 'local' })
+  const refused = await upload(h, 'more.txt', 'More harbour notes about the lighthouse.')
+  t.equal(refused.status, 400)
+  const body = (await refused.json()) as { error: { code: string; type: string; message: string } }
+  t.match(body.error, { code: 'embedder_mismatch', type: 'invalid_request_error' })
+  t.match(body.error.message, /openai-compatible:acme\/embed-small/, 'the message names the embedder the files were indexed with')
+  t.match(await search(h, 'harbour master'), { status: 400 }, 'search is refused too')
+  const chat = await h
+    .client()
+    .chat.completions.create({ model: 'openai/gpt-4o', messages: [{ role: 'user', content: 'Who is the harbour master?' }] })
+    .catch((e: unknown) => e)
+  t.type(chat, OpenAI.BadRequestError, 'a chat with retrieval is refused with the same error')
+  t.equal((chat as InstanceType<typeof OpenAI.BadRequestError>).code, 'embedder_mismatch')
+
+  t.equal((await upload(h, 'b.txt', 'Tenant b keeps bees on the roof.', KEY_B)).status, 201, 'a tenant without files starts with the local embedder')
+
+  const del = await h.fetch(`/api/v1/files/${file.id}`, { method: 'DELETE', provider: null })
+  t.equal(del.status, 200)
+  t.equal((await upload(h, 'more.txt', 'More harbour notes about the lighthouse.')).status, 201, 'once its files are gone, the tenant starts over')
+  t.equal((await search(h, 'lighthouse')).status, 200)
+})
