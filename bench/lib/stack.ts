@@ -9,7 +9,7 @@ import type { MockUpstreamOptions } from '../../src/mock-upstream.js'
 import { spawnRole, type Proc } from './procs.js'
 
 /** The bench's service key (inline, `unlimited` plan: the rate limiter must not be what is measured). */
-export const BENCH_KEY = 'rg_bench_unlimited_key_0001'
+export const BENCH_KEY = 'rg_bench_unlimited_key_0001-Vq8Zr3Lw5Ym2'
 export const PROVIDER_KEY = 'sk-or-bench-not-a-real-key'
 export const MODEL = 'openai/gpt-4o'
 

@@ -24,7 +24,7 @@ import type { Row } from '../lib/table.js'
 import type { ScenarioResult } from './relay.js'
 
 /** The streaming tenant (the uploading one uses BENCH_KEY). */
-const STREAM_KEY = 'rg_bench_unlimited_key_0002'
+const STREAM_KEY = 'rg_bench_unlimited_key_0002-Vq8Zr3Lw5Ym2'
 const RATE = 10
 
 export async function ingestScenario(ctx: ScenarioContext): Promise<ScenarioResult> {

@@ -25,7 +25,7 @@ import { ratio, rps } from '../lib/stats.js'
 import type { Row } from '../lib/table.js'
 import type { ScenarioResult } from './relay.js'
 
-const LIMITED_KEY = 'rg_bench_limited_key_0002'
+const LIMITED_KEY = 'rg_bench_limited_key_0002-Vq8Zr3Lw5Ym2'
 
 async function freePort(): Promise<number> {
   const s = createServer().listen(0, '127.0.0.1')
