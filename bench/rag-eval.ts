@@ -50,8 +50,8 @@
  * of them, and the hashed vectors do not help there. Run time ~6 min on 2 shared cores.
  *
  * Usage: node dist/bench/rag-eval.js [--chunks 64,96,128] [--overlap 0,16] [--modes bm25,vector,hybrid]
- *        [--k 20] [--budget 1000] [--rrf 60] [--limit 0] [--gate 0.3,0.5] [--json]
- *        node dist/bench/rag-eval.js --precision [--min 0,0.3] [--full 0,0.5] (chunk 192/80, top-k 8 unless given)
+ *        [--k 20] [--budget 1000] [--rrf 60] [--limit 0] [--gate 0.3,0.5,0.2 (min, full, floor)] [--json]
+ *        node dist/bench/rag-eval.js --precision [--min 0,0.3] [--full 0,0.5] [--floor 0,0.2] (chunk 192/80, top-k 8 unless given)
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -388,8 +388,9 @@ async function main(): Promise<void> {
   const rrf = Number(arg('rrf', String(DEFAULT_RRF_K)))
   const limit = Number(arg('limit', '0'))
   const vw = process.argv.includes('--vw') ? Number(arg('vw', '1')) : undefined
-  const [gMin, gFull] = nums(arg('gate', `${DEFAULT_RELEVANCE_GATE.minRelevance},${DEFAULT_RELEVANCE_GATE.fullRelevance}`))
-  const gate: RelevanceGate = { minRelevance: gMin ?? 0, fullRelevance: gFull ?? 0 }
+  const d = DEFAULT_RELEVANCE_GATE
+  const [gMin, gFull, gFloor] = nums(arg('gate', `${d.minRelevance},${d.fullRelevance},${d.hitFloor ?? 0}`))
+  const gate: RelevanceGate = { minRelevance: gMin ?? 0, fullRelevance: gFull ?? 0, hitFloor: gFloor ?? 0 }
   const data = load()
   if (process.argv.includes('--precision')) return precision(data, { chunk: Number(arg('chunks', '192')), overlap: Number(arg('overlap', '80')), k: Number(arg('k', '8')), budget, rrf })
   if (limit > 0) data.questions = data.questions.filter((_, i) => i % Math.ceil(data.questions.length / limit) === 0)
