@@ -6,6 +6,7 @@
  *
  * --quick    fewer rounds and a 10k-chunk knowledge base (about a minute and a half)
  * --only scale   the scaling scenario (Redis limit check, workers 1 vs 2; needs redis-server), not in the default run
+ * --only stores  the PostgreSQL store against LMDB (needs RECALLGATE_BENCH_DATABASE_URL), not in the default run
  * --profile  profile the servers (V8's sampling profiler, as node --cpu-prof) in each measured phase and print their
  *            hottest functions after the table, per request where the phase counted them
  * --verbose  print every arm's samples, percentiles, throughput and CPU per request as they are measured
@@ -30,6 +31,7 @@ import { relayScenario, type ScenarioResult } from './scenarios/relay.js'
 import { responsesScenario } from './scenarios/responses.js'
 import { scaleScenario } from './scenarios/scale.js'
 import { sessionScenario } from './scenarios/session.js'
+import { storesScenario } from './scenarios/stores.js'
 import { streamsScenario } from './scenarios/streams.js'
 import { sustainedScenario } from './scenarios/sustained.js'
 
@@ -43,6 +45,8 @@ const SCENARIOS: Record<string, (ctx: ScenarioContext) => Promise<ScenarioResult
   ingest: ingestScenario,
   // Needs redis-server; run with --only scale.
   scale: scaleScenario,
+  // Needs RECALLGATE_BENCH_DATABASE_URL (a PostgreSQL server); run with --only stores.
+  stores: storesScenario,
 }
 
 /** What `npm run bench` runs without --only. */

@@ -246,13 +246,12 @@ export class KnowledgeBase {
   /** The tenant's best chunks for `query`, best first. No files → []. */
   async search(tenant: string, query: string, k: number, mode: SearchMode = 'hybrid'): Promise<SearchHit[]> {
     const hits = await this.#index.search(namespaceOf(tenant), query, Math.min(Math.max(1, Math.floor(k)), MAX_K), mode)
-    const lexical = await this.#index.relevance(namespaceOf(tenant), query, hits.map((h) => h.label))
     // A learned embedder finds passages worded apart from the query, which the lexical share misses: its cosine
     // similarity counts too (the local embedder's vectors only repeat BM25's terms, so it does not).
     const learned = (this.#embedder.fusionWeight ?? 1) >= 1
     const out: SearchHit[] = []
     const rows = await this.#repo.chunksAt(tenant, hits.map((h) => h.ref as [string, number]))
-    for (const [i, { score, similarity }] of hits.entries()) {
+    for (const [i, { score, similarity, relevance: lexical }] of hits.entries()) {
       const row = rows[i]
       // A hit whose rows are gone was deleted between ranking and lookup: it is not returned.
       if (row === undefined) continue
@@ -263,7 +262,7 @@ export class KnowledgeBase {
         metadata: file.metadata,
         chunk_index: index,
         score,
-        relevance: learned && similarity !== undefined ? Math.max(lexical[i] as number, similarity) : (lexical[i] as number),
+        relevance: learned && similarity !== undefined ? Math.max(lexical, similarity) : lexical,
         text: chunk.text,
         tokens: chunk.tokens,
         ...(chunk.headingPath.length ? { heading_path: chunk.headingPath } : {}),

@@ -108,6 +108,8 @@ export interface IndexHit {
   score: number
   /** Cosine similarity to the query when the vector ranking returned this document (hybrid and vector modes). */
   similarity?: number
+  /** Bm25Index.relevance of the document for the query: how much of the query it holds, 0–1. */
+  relevance: number
 }
 
 export interface SearchIndexOptions {
@@ -254,7 +256,8 @@ export class SearchIndex {
     const found = this.#entry(namespace, meta)
     const entry = found instanceof Promise ? await found : found
     const depth = Math.max(k, this.#candidates)
-    const lexical = mode === 'vector' ? [] : entry.bm25.search(analyze(query), depth)
+    const terms = analyze(query)
+    const lexical = mode === 'vector' ? [] : entry.bm25.search(terms, depth)
     const semantic = qv === undefined || entry.vectors === null || isZero(qv) ? [] : entry.vectors.search(qv, depth)
     const ranked: ScoredLabel[] =
       mode === 'hybrid' ? reciprocalRankFusion([lexical, semantic], { k: this.#rrfK, weights: [1, this.#vectorWeight] }) : mode === 'bm25' ? lexical : semantic
@@ -265,22 +268,15 @@ export class SearchIndex {
       const ref = entry.refs.get(label)
       if (ref === undefined) continue
       const similarity = cosine.get(label)
-      hits.push(similarity === undefined ? { label, ref, score } : { label, ref, score, similarity })
+      hits.push(similarity === undefined ? { label, ref, score, relevance: 0 } : { label, ref, score, similarity, relevance: 0 })
       if (hits.length === k) break
     }
+    // From the same entry the ranking used: no second read of the namespace's state (with PostgreSQL, a round trip).
+    const relevance = entry.bm25.relevance(terms, hits.map((h) => h.label))
+    hits.forEach((h, i) => {
+      h.relevance = relevance[i] ?? 0
+    })
     return hits
-  }
-
-  /**
-   * Bm25Index.relevance of `labels` for `query` in `namespace` (0 for labels it does not hold): how much of the query
-   * each document holds, for callers that keep only relevant hits.
-   */
-  async relevance(namespace: string, query: string, labels: readonly number[]): Promise<number[]> {
-    const meta = await this.#source.meta(namespace)
-    if ((meta?.count ?? 0) === 0) return labels.map(() => 0)
-    const found = this.#entry(namespace, meta)
-    const entry = found instanceof Promise ? await found : found
-    return entry.bm25.relevance(analyze(query), labels)
   }
 
   /**

@@ -1,0 +1,163 @@
+/**
+ * The PostgreSQL store against the embedded LMDB one (issue 23), in one run, arms interleaved. Three gateways, each in
+ * its own process with its own DATA_DIR and its own mock provider: one on LMDB, two replicas on one PostgreSQL
+ * database (DATABASE_URL). Measured:
+ *   - a saved exchange: the same chat continuing a 20-message session, saved durably before the answer
+ *     (MAX_SESSION_MESSAGES=20 keeps the session's size fixed), on LMDB and on PostgreSQL: PostgreSQL's added p50;
+ *   - hybrid search over the same uploaded files (`/files/search`), from the replica's loaded index: p50 on each;
+ *   - read-your-writes across replicas: a file uploaded through replica A, searched through replica B on the very
+ *     next request (found or not, over several files), and that request's time against B's usual search time.
+ * The throughput of two replicas against one needs the load generator on a core of its own, which a 2-core machine
+ * does not have: not measured here (see docs/scaling.md).
+ *
+ * Needs RECALLGATE_BENCH_DATABASE_URL: a PostgreSQL server whose user may create databases (one is made for the run
+ * and dropped after). `node dist/bench/run-all.js --only stores [--quick]`
+ */
+import { randomBytes } from 'node:crypto'
+import pg from 'pg'
+import { chatRequest, type LoadRequest } from '../../src/cli/bench.js'
+import { arm, armProblems } from '../lib/arm-report.js'
+import { Corpus } from '../lib/corpus.js'
+import { describeArms, interleave } from '../lib/interleave.js'
+import { BENCH_KEY, callJson, chatBody, PROVIDER_KEY, startStack, type ScenarioContext, type Stack } from '../lib/stack.js'
+import { quantile, us } from '../lib/stats.js'
+import type { Row } from '../lib/table.js'
+import type { ScenarioResult } from './relay.js'
+
+const SESSION = 'bench-store'
+
+function searchRequest(query: string): LoadRequest {
+  return {
+    path: '/api/v1/files/search',
+    headers: { 'content-type': 'application/json', servicekey: BENCH_KEY },
+    body: JSON.stringify({ query, k: 8, min_relevance: 0 }),
+    stream: false,
+  }
+}
+
+/** A fresh database on the server of `base`, dropped by the returned function. */
+async function freshDatabase(base: string): Promise<{ url: string; drop: () => Promise<void> }> {
+  const name = `rg_bench_${randomBytes(4).toString('hex')}`
+  const admin = new pg.Client({ connectionString: base })
+  await admin.connect()
+  await admin.query(`CREATE DATABASE ${name}`)
+  await admin.end()
+  const url = new URL(base)
+  url.pathname = `/${name}`
+  return {
+    url: url.toString(),
+    drop: async () => {
+      const c = new pg.Client({ connectionString: base })
+      await c.connect()
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+      await c.end()
+    },
+  }
+}
+
+export async function storesScenario(ctx: ScenarioContext): Promise<ScenarioResult> {
+  const base = process.env.RECALLGATE_BENCH_DATABASE_URL
+  if (base === undefined || base === '') {
+    return { rows: [], problems: ['stores: set RECALLGATE_BENCH_DATABASE_URL to a PostgreSQL server whose user may create databases'] }
+  }
+  const db = await freshDatabase(base)
+  const stacks: Stack[] = []
+  const problems: string[] = []
+  try {
+    const env = { MAX_SESSION_MESSAGES: '20' }
+    const lmdb = await startStack({ env })
+    stacks.push(lmdb)
+    const pgA = await startStack({ env: { ...env, DATABASE_URL: db.url } })
+    stacks.push(pgA)
+    const pgB = await startStack({ env: { ...env, DATABASE_URL: db.url } })
+    stacks.push(pgB)
+
+    // The same files on both engines (uploaded once to PostgreSQL: both replicas serve them).
+    const corpus = new Corpus(11)
+    const files = ctx.quick ? 10 : 40
+    const paragraphs = 40
+    ctx.log(`stores: uploading ${files} files to each engine`)
+    const topics: string[] = []
+    for (let f = 0; f < files; f++) {
+      const content = Array.from({ length: paragraphs }, () => corpus.sentence(60)).join('\n\n')
+      topics.push(corpus.sentence(3))
+      for (const g of [lmdb, pgA]) await callJson(g.origins.gateway, 'POST', '/api/v1/files', { filename: `doc-${f}.txt`, content: `${topics[f]}\n\n${content}` })
+    }
+    // Seed the session on each engine (the session's size stays at 20 messages from here on).
+    for (const g of [lmdb, pgA]) for (let i = 0; i < 10; i++) await callJson(g.origins.gateway, 'POST', '/api/v1/chat/completions', chatBody(`turn ${i}`, { sessionId: SESSION, useRAG: false }))
+
+    const rounds = ctx.quick ? 4 : 10
+    const batch = ctx.quick ? 100 : 200
+    const chat = chatRequest({ basePath: '/api/v1', serviceKey: BENCH_KEY, providerKey: PROVIDER_KEY, body: chatBody('And then?', { sessionId: SESSION, useRAG: false }) })
+    ctx.log(`stores: saved exchanges and searches, ${rounds} rounds × ${batch} requests per arm`)
+    const saved = await interleave(
+      [
+        { name: 'lmdb', origin: lmdb.origins.gateway, request: chat, proc: lmdb.gateway },
+        { name: 'postgres', origin: pgA.origins.gateway, request: chat, proc: pgA.gateway },
+      ],
+      { rounds, batch: { connections: 1, requests: batch }, warmup: { connections: 1, requests: 50 } },
+    )
+    const query = topics[0] ?? 'query'
+    const search = await interleave(
+      [
+        { name: 'lmdb', origin: lmdb.origins.gateway, request: searchRequest(query), proc: lmdb.gateway },
+        { name: 'postgres A', origin: pgA.origins.gateway, request: searchRequest(query), proc: pgA.gateway },
+        { name: 'postgres B', origin: pgB.origins.gateway, request: searchRequest(query), proc: pgB.gateway },
+      ],
+      { rounds, batch: { connections: 1, requests: batch }, warmup: { connections: 1, requests: 50 } },
+    )
+
+    // Read-your-writes: upload through A, search through B at once, a few times.
+    const tries = ctx.quick ? 5 : 20
+    let seen = 0
+    const firstMs: number[] = []
+    for (let i = 0; i < tries; i++) {
+      const marker = `${corpus.word()}${corpus.word()}${i}`
+      await callJson(pgA.origins.gateway, 'POST', '/api/v1/files', { filename: `fresh-${i}.txt`, content: `${marker} ${corpus.sentence(40)}` })
+      const started = performance.now()
+      const r = (await callJson(pgB.origins.gateway, 'POST', '/api/v1/files/search', { query: marker, k: 3 })) as { data: Array<{ filename: string }> }
+      firstMs.push(performance.now() - started)
+      if (r.data.some((h) => h.filename === `fresh-${i}.txt`)) seen++
+    }
+    if (ctx.verbose) for (const [title, m] of [['saved', saved], ['search', search]] as const) ctx.log(describeArms(`stores, ${title}`, m))
+    for (const m of [saved, search]) problems.push(...armProblems('stores', m))
+
+    const p50 = (m: typeof saved, n: string) => quantile(arm(m, n).latencyMs, 0.5)
+    const added = p50(saved, 'postgres') - p50(saved, 'lmdb')
+    const searchRatio = p50(search, 'postgres B') / p50(search, 'lmdb')
+    firstMs.sort((a, b) => a - b)
+    const rows: Row[] = [
+      {
+        scenario: 'PostgreSQL store',
+        measure: 'serial p50 of a saved exchange (20-message session)',
+        baseline: `LMDB ${us(p50(saved, 'lmdb'))}`,
+        value: us(p50(saved, 'postgres')),
+        delta: `+${us(added)}`,
+        target: '≤ +1.5 ms',
+        pass: added <= 1.5,
+      },
+      {
+        scenario: 'PostgreSQL store',
+        measure: `hybrid search p50, ${files * paragraphs} paragraphs, from a replica's index`,
+        baseline: `LMDB ${us(p50(search, 'lmdb'))}`,
+        value: `A ${us(p50(search, 'postgres A'))}, B ${us(p50(search, 'postgres B'))}`,
+        delta: `${searchRatio.toFixed(2)}×`,
+        target: '≤ 1.10×',
+        pass: searchRatio <= 1.1,
+      },
+      {
+        scenario: 'PostgreSQL store',
+        measure: "another replica's upload found by the next search",
+        baseline: `B's search p50 ${us(p50(search, 'postgres B'))}`,
+        value: `${seen}/${tries} (that request's p50 ${us(quantile(firstMs, 0.5))})`,
+        delta: '',
+        target: 'the next request',
+        pass: seen === tries,
+      },
+    ]
+    return { rows, problems }
+  } finally {
+    for (const s of stacks.reverse()) await s.close().catch(() => undefined)
+    await db.drop().catch(() => undefined)
+  }
+}
