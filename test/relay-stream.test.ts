@@ -24,7 +24,7 @@ interface Setup {
 }
 
 /** A server relaying `upstream` to one client request; the test pushes upstream bytes. */
-async function relay(t: Test, o: { includeUsage?: boolean; highWaterMark?: number } = {}): Promise<Setup> {
+async function relay(t: Test, o: { includeUsage?: boolean; highWaterMark?: number; saves?: boolean } = {}): Promise<Setup> {
   const upstream = new Readable({ read() {}, highWaterMark: o.highWaterMark ?? 16 * 1024 })
   const saved: string[] = []
   let resolveOutcome: (v: StreamOutcome) => void = () => undefined
@@ -44,6 +44,7 @@ async function relay(t: Test, o: { includeUsage?: boolean; highWaterMark?: numbe
       metadataJson: '{"memory":null}',
       includeUsage: o.includeUsage ?? false,
       maxEventBytes: 1024 * 1024,
+      ...(o.saves === undefined ? {} : { saves: o.saves }),
       onComplete: async (reply) => void saved.push(reply.content as string),
     }).then(resolveOutcome)
   })
@@ -84,6 +85,16 @@ t.test('events pass through as they come; _metadata on the first; usage hidden; 
   )
   t.same(await s.outcome, { kind: 'completed', text: 'Hello', usage: { prompt_tokens: 9, completion_tokens: 2 } })
   t.same(s.saved, ['Hello'])
+})
+
+t.test('with nothing to save, the events that came with [DONE] leave with it, whole and in order', async (t) => {
+  const s = await relay(t, { saves: false })
+  s.upstream.push(chunk('Hel'))
+  const res = await s.response
+  s.upstream.push(chunk('lo') + chunk(' there') + USAGE + DONE)
+  s.upstream.push(null)
+  t.equal(await text(res), chunk('Hel', ',"_metadata":{"memory":null}') + chunk('lo') + chunk(' there') + DONE)
+  t.same(await s.outcome, { kind: 'completed', text: 'Hello there', usage: { prompt_tokens: 9, completion_tokens: 2 } })
 })
 
 t.test('the usage chunk is forwarded when the client asked for it', async (t) => {

@@ -101,6 +101,7 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
         metadataJson: JSON.stringify(prepared.metadata),
         includeUsage: req.includeUsage,
         maxEventBytes: o.limits.maxEventBytes,
+        saves: shouldSave,
         onFirstToken: () => {
           ctx.facts.ttftMs = o.clock() - sentAt
         },

@@ -128,6 +128,7 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
         metadataJson: '',
         includeUsage: true,
         maxEventBytes: o.limits.maxEventBytes,
+        saves: r.store || (chatReq.sessionId !== undefined && chatReq.saveToMemory),
         onFirstToken: () => {
           ctx.facts.ttftMs = o.clock() - call.sentAt
         },
