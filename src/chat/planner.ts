@@ -11,6 +11,7 @@ import { userText } from '../messages/text.js'
 import type { TokenCounter } from '../context/tokenizer.js'
 import { pack } from '../context/packer.js'
 import type { SessionStore, StoredMessage } from '../storage/interface.js'
+import { sessionKey } from '../storage/session-id.js'
 import type { ModelCatalog } from '../upstream/model-catalog.js'
 import type { KnowledgeBase, SearchHit } from '../knowledge/knowledge-base.js'
 import { renderContextMessage } from '../knowledge/knowledge-base.js'
@@ -244,7 +245,7 @@ export class Planner implements ChatPlanner {
           req.sessionId === undefined
             ? 0
             : this.#prefix.observe(
-                `${tenant.id}\u0000${req.sessionId}`,
+                sessionKey(tenant.id, req.sessionId),
                 `${model}\u0000${toolTokens > 0 ? JSON.stringify(req.passthrough.tools) : ''}`,
                 toolTokens,
                 result.messages,

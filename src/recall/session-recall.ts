@@ -19,12 +19,13 @@
  * (recall-block.ts) and returns it with its exact token count, worked out from line counts stored at save time
  * instead of tokenizing the recalled turns again (o200k models; others get one exact count of the rendered block).
  */
-import { createHash } from 'node:crypto'
 import { join } from 'node:path'
 import { LRUCache } from 'lru-cache'
 import { STORED_ENCODING, type TokenCounter } from '../context/tokenizer.js'
 import { BLOCK_ROLE } from '../context/block-role.js'
 import type { RecallIndexer, RecallPrepared, RecallStore, RecallWrite } from '../storage/interface.js'
+import { sessionKey } from '../storage/session-id.js'
+import { namespaceHash } from '../retrieval/namespace-hash.js'
 import type { ChatMessage, Tokens } from '../types.js'
 import { messageText } from '../messages/text.js'
 import type { ScoredLabel } from '../retrieval/bm25.js'
@@ -284,8 +285,7 @@ export class SessionRecall implements RecallIndexer {
   }
 
   namespaceOf(tenant: string, sessionId: string): string {
-    // Session ids cannot contain NUL (checkSessionId), so this key is unambiguous.
-    const key = `${tenant}\u0000${sessionId}`
+    const key = sessionKey(tenant, sessionId)
     let ns = this.#namespaces.get(key)
     if (ns === undefined) this.#namespaces.set(key, (ns = namespaceOf(tenant, sessionId)))
     return ns
@@ -366,7 +366,7 @@ export class SessionRecall implements RecallIndexer {
 }
 
 export function namespaceOf(tenant: string, sessionId: string): string {
-  return `recall:${createHash('sha256').update(tenant).update('\u0000').update(sessionId).digest('hex').slice(0, 40)}`
+  return `recall:${namespaceHash(sessionKey(tenant, sessionId))}`
 }
 
 

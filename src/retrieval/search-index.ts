@@ -24,7 +24,8 @@
  * use; concurrent users wait for that one load only. Changes and saves of one namespace run one at a time, in order
  * (its `queue`): a save must not run while the graph changes, and a change applies only on top of the one before.
  */
-import { createHash } from 'node:crypto'
+import { namespaceHash } from './namespace-hash.js'
+import { isZeroVector } from './zero-vector.js'
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { LRUCache } from 'lru-cache'
@@ -255,7 +256,7 @@ export class SearchIndex {
     const entry = found instanceof Promise ? await found : found
     const depth = Math.max(k, this.#candidates)
     const lexical = mode === 'vector' ? [] : entry.bm25.search(analyze(query), depth)
-    const semantic = qv === undefined || entry.vectors === null || isZero(qv) ? [] : entry.vectors.search(qv, depth)
+    const semantic = qv === undefined || entry.vectors === null || isZeroVector(qv) ? [] : entry.vectors.search(qv, depth)
     const ranked: ScoredLabel[] =
       mode === 'hybrid' ? reciprocalRankFusion([lexical, semantic], { k: this.#rrfK, weights: [1, this.#vectorWeight] }) : mode === 'bm25' ? lexical : semantic
     const cosine = new Map<number, number>()
@@ -458,7 +459,7 @@ export class SearchIndex {
 
   /** Namespaces may hold any characters (tenant ids, session ids): the file is named by their hash. */
   #file(namespace: string): string {
-    return join(this.#dir, `${createHash('sha256').update(namespace).digest('hex').slice(0, 40)}.hnsw`)
+    return join(this.#dir, `${namespaceHash(namespace)}.hnsw`)
   }
 
   /**
@@ -617,8 +618,3 @@ export class IndexClosedError extends Error {
  * the time.
  */
 const SAVE_COST_FACTOR = 100
-
-function isZero(v: Float32Array): boolean {
-  for (let i = 0; i < v.length; i++) if (v[i] !== 0) return false
-  return true
-}

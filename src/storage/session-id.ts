@@ -23,3 +23,11 @@ export function checkSessionId(tenant: string, sessionId: string): void {
   if (Buffer.byteLength(tenant) + Buffer.byteLength(sessionId) + KEY_FIXED_BYTES > MAX_KEY_BYTES)
     throw new InvalidSessionIdError('sessionId is too long to store')
 }
+
+/**
+ * A session as one string key (caches, per-session maps): tenant and id joined by a NUL, which `checkSessionId`
+ * keeps out of every stored id, so that no two sessions share a key.
+ */
+export function sessionKey(tenant: string, sessionId: string): string {
+  return `${tenant}\u0000${sessionId}`
+}

@@ -24,7 +24,7 @@
 import { LRUCache } from 'lru-cache'
 import type { TokenCounter } from '../context/tokenizer.js'
 import { storedMessage, storedMessagesBytes } from '../messages/stored-message.js'
-import type { Bytes, ChatMessage, Clock, Role, Tokens } from '../types.js'
+import { isObject, type Bytes, type ChatMessage, type Clock, type Role, type Tokens } from '../types.js'
 import {
   SessionLimitError,
   type AfterCommit,
@@ -34,7 +34,7 @@ import {
   type SessionUsage,
   type StoredMessage,
 } from './interface.js'
-import { checkSessionId } from './session-id.js'
+import { checkSessionId, sessionKey } from './session-id.js'
 import type { DurableOptions, Key, Store } from './store.js'
 
 export type { SessionInfo, StoredMessage } from './interface.js'
@@ -167,7 +167,7 @@ export class SessionRepo implements SessionStore {
   history(tenant: string, sessionId: string, limit = Infinity): StoredMessage[] {
     checkSessionId(tenant, sessionId)
     if (limit <= 0) return []
-    const key = cacheKey(tenant, sessionId)
+    const key = sessionKey(tenant, sessionId)
     const cache = this.#inWrite ? undefined : this.#cache
     const rec = this.#record(tenant, sessionId)
     const hit = cache === undefined ? undefined : this.#fresh(key, rec)
@@ -190,7 +190,7 @@ export class SessionRepo implements SessionStore {
   messagesAt(tenant: string, sessionId: string, seqs: Iterable<number>): Map<number, StoredMessage> {
     checkSessionId(tenant, sessionId)
     const out = new Map<number, StoredMessage>()
-    const cached = this.#inWrite ? undefined : this.#fresh(cacheKey(tenant, sessionId), this.#record(tenant, sessionId))?.messages
+    const cached = this.#inWrite ? undefined : this.#fresh(sessionKey(tenant, sessionId), this.#record(tenant, sessionId))?.messages
     const first = cached?.[0]?.seq ?? Infinity
     for (const seq of seqs) {
       if (out.has(seq) || !Number.isInteger(seq) || seq < 0) continue
@@ -281,8 +281,8 @@ export class SessionRepo implements SessionStore {
       }
       return { saved, pruned, after }
     })
-    if (replaceFrom === undefined) this.#patchCache(cacheKey(tenant, sessionId), saved, pruned)
-    else this.#cache?.delete(cacheKey(tenant, sessionId))
+    if (replaceFrom === undefined) this.#patchCache(sessionKey(tenant, sessionId), saved, pruned)
+    else this.#cache?.delete(sessionKey(tenant, sessionId))
     for (const done of after) done()
     return saved
   }
@@ -356,7 +356,7 @@ export class SessionRepo implements SessionStore {
       this.#store.sessionTimes.remove([tenant, rec.createdAt, sessionId])
       return true
     }, { releasing: true })
-    this.#cache?.delete(cacheKey(tenant, sessionId))
+    this.#cache?.delete(sessionKey(tenant, sessionId))
     for (const done of after) done()
     return existed
   }
@@ -459,11 +459,6 @@ export class SessionRepo implements SessionStore {
   }
 }
 
-function cacheKey(tenant: string, sessionId: string): string {
-  // Session ids cannot contain NUL (checkSessionId), so this pairing is unambiguous.
-  return `${tenant}\u0000${sessionId}`
-}
-
 function tail<T>(items: T[], limit: number): T[] {
   return limit >= items.length ? items.slice() : items.slice(items.length - limit)
 }
@@ -474,10 +469,6 @@ function fromRecord(seq: number, r: MessageRecord): StoredMessage {
 
 function info(id: string, rec: SessionRecord): SessionInfo {
   return { id, createdAt: rec.createdAt, updatedAt: rec.updatedAt, messageCount: rec.count }
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null
 }
 
 function asSessionRecord(v: unknown): SessionRecord {
