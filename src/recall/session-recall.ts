@@ -29,7 +29,7 @@ import { namespaceHash } from '../retrieval/namespace-hash.js'
 import type { ChatMessage, Tokens } from '../types.js'
 import { messageText } from '../messages/text.js'
 import type { ScoredLabel } from '../retrieval/bm25.js'
-import type { Embedder } from '../retrieval/embedder.js'
+import type { Cancel, Embedder } from '../retrieval/embedder.js'
 import { reciprocalRankFusion } from '../retrieval/fusion.js'
 import { neighbourSmoothed } from './neighbour-scores.js'
 import { SearchIndex, type IndexHit } from '../retrieval/search-index.js'
@@ -199,7 +199,7 @@ export class SessionRecall implements RecallIndexer {
    * The session's turns ranked for `query`, with their neighbours prefetched; undefined when nothing matches. `room`
    * is about what the block will get (it is only known exactly when packing).
    */
-  async search(tenant: string, sessionId: string, query: string, room: Tokens): Promise<RecallCandidates | undefined> {
+  async search(tenant: string, sessionId: string, query: string, room: Tokens, cancel: Cancel = {}): Promise<RecallCandidates | undefined> {
     const ns = this.namespaceOf(tenant, sessionId)
     const meta = await this.#records.index.meta(ns)
     if (meta === undefined || meta.count === 0 || query.trim() === '' || room <= 0) return undefined
@@ -213,8 +213,10 @@ export class SessionRecall implements RecallIndexer {
     let semantic: ScoredLabel[] = []
     if (vectorWeight > 0) {
       try {
-        semantic = bySeq((await this.#index.search(ns, q, k, 'vector')).filter((h) => h.score >= minSimilarity))
+        semantic = bySeq((await this.#index.search(ns, q, k, 'vector', cancel)).filter((h) => h.score >= minSimilarity))
       } catch (err) {
+        // The client left: nothing to fall back for.
+        if (cancel.signal?.aborted === true) throw err
         this.#onError(err, 'recall vector search (falling back to BM25)')
       }
     }

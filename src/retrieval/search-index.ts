@@ -33,7 +33,7 @@ import { gatewayError } from '../errors.js'
 import type { Ms } from '../types.js'
 import { analyze } from './analyzer.js'
 import { Bm25Index, type ScoredLabel } from './bm25.js'
-import type { Embedder } from './embedder.js'
+import type { Cancel, Embedder } from './embedder.js'
 import { DEFAULT_RRF_K, reciprocalRankFusion } from './fusion.js'
 import { DEFAULT_SLICE_MS, TimeSlicer } from './time-slice.js'
 import { DEFAULT_HNSW, VectorIndex, type HnswParams } from './vector-index.js'
@@ -244,12 +244,13 @@ export class SearchIndex {
     return this.#loaded.has(namespace)
   }
 
-  async search(namespace: string, query: string, k: number, mode: SearchMode = 'hybrid'): Promise<IndexHit[]> {
+  /** `cancel`: the client's departure stops the query's embedding call (a remote embedder's). */
+  async search(namespace: string, query: string, k: number, mode: SearchMode = 'hybrid', cancel: Cancel = {}): Promise<IndexHit[]> {
     // The committed state first: the entry is brought up to it before ranking (read-your-writes across processes).
     const meta = await this.#source.meta(namespace)
     if (meta === undefined || meta.count === 0 || k <= 0) return []
     if (mode !== 'bm25') this.checkEmbedder(meta)
-    const qv = mode === 'bm25' ? undefined : (await this.#embedder.embed([query]))[0]
+    const qv = mode === 'bm25' ? undefined : (await this.#embedder.embed([query], cancel))[0]
     // Everything after this await is synchronous, so the entry cannot change under the search (changes apply in slices
     // between event-loop turns: a search sees whole slices).
     const found = this.#entry(namespace, meta)
