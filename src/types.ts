@@ -138,3 +138,8 @@ export const unixSeconds = (ms: number): number => Math.floor(ms / 1000)
 export function isArray<T>(v: T): v is Extract<T, readonly unknown[]> {
   return Array.isArray(v)
 }
+
+/** A JSON object (not null, not an array), its fields still to be checked: the one object check every parser uses. */
+export function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v)
+}

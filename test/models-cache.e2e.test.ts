@@ -4,8 +4,13 @@
  * refreshed in the background, after which a model the upstream added is listed. Time is advanced through the
  * gateway's injected clock, never slept.
  */
+import { once } from 'node:events'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import type { MockModel } from '../src/mock-upstream/types.js'
+import { UpstreamClient } from '../src/upstream/client.js'
+import { ModelCatalog } from '../src/upstream/model-catalog.js'
 import { startHarness } from './helpers/harness.js'
 import { until } from './helpers/until.js'
 
@@ -43,4 +48,38 @@ t.test('the model list is fetched once per MODELS_CACHE_TTL_MS; past it, the sta
   await until(async () => (await ids()).includes('mistralai/new-model'), 'the refreshed list to be served')
   t.match(await client.models.retrieve('mistralai/new-model'), { id: 'mistralai/new-model', context_length: 32_000 })
   t.equal(fetches(), 2, 'one refresh, then served from cache again')
+})
+
+t.test('a request that leaves stops waiting on the model list; the shared fetch goes on for the others', async (t) => {
+  // A /models that answers only when told to, so both waiters are in line for the same fetch.
+  let answer: () => void = () => undefined
+  let seen = 0
+  const server = createServer((req, res) => {
+    seen++
+    answer = () => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ data: [{ id: 'm', context_length: 4096 }] }))
+  })
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  const upstream = new UpstreamClient({
+    baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/v1`,
+    connectTimeout: 5_000,
+    headersTimeout: 30_000,
+    bodyTimeout: 30_000,
+    connections: 2,
+  })
+  t.teardown(async () => {
+    await upstream.close()
+    server.closeAllConnections()
+    server.close()
+  })
+  const catalog = new ModelCatalog({ upstream, ttl: 60_000, clock: () => 0 })
+  const leaving = new AbortController()
+  const gone = catalog.contextLength('m', undefined, { signal: leaving.signal })
+  const staying = catalog.contextLength('m', undefined, { signal: new AbortController().signal })
+  await until(() => seen === 1, 'the list requested')
+  leaving.abort()
+  await t.rejects(gone, { name: 'AbortError' }, 'the request that left stops waiting at once')
+  answer()
+  t.equal(await staying, 4096, 'the other still gets the list from the same fetch')
+  t.equal(seen, 1, 'one fetch for both')
 })

@@ -5,8 +5,11 @@
  * the local embedder, the tenant whose files were indexed by the other one is refused with `embedder_mismatch` until
  * its files are gone, while a tenant without files is not.
  */
+import { once } from 'node:events'
+import { createServer, type IncomingMessage } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import OpenAI from 'openai'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { startMockUpstream } from '../src/mock-upstream.js'
 import { KEY_A, KEY_B, startHarness, type Harness } from './helpers/harness.js'
 
@@ -71,4 +74,61 @@ t.test('openai-compatible embedder: uploads and questions embedded by its endpoi
   t.equal(del.status, 200)
   t.equal((await upload(h, 'more.txt', 'More harbour notes about the lighthouse.')).status, 201, 'once its files are gone, the tenant starts over')
   t.equal((await search(h, 'lighthouse')).status, 200)
+})
+
+/**
+ * An /embeddings endpoint that answers at once until told to hold: then it records each held request and when its
+ * socket closes, and never answers (the embedder's own timeout is 30 s).
+ */
+async function holdingEmbeddings(t: Test): Promise<{ url: string; hold(): void; held: Promise<IncomingMessage> }> {
+  let holding = false
+  let onHeld: (req: IncomingMessage) => void = () => undefined
+  const held = new Promise<IncomingMessage>((resolve) => (onHeld = resolve))
+  const server = createServer((req, res) => {
+    let body = ''
+    req.setEncoding('utf8')
+    req.on('data', (c: string) => (body += c))
+    req.on('end', () => {
+      if (holding) return onHeld(req)
+      const { input } = JSON.parse(body) as { input: string[] }
+      const data = input.map((text, index) => ({ index, embedding: Array.from({ length: 16 }, (_, i) => ((text.length + i) % 7) + 1) }))
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ data }))
+    })
+  })
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  t.teardown(() => {
+    server.closeAllConnections()
+    server.close()
+  })
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, hold: () => (holding = true), held }
+}
+
+t.test('a client that leaves cancels the embedding call made for its retrieval', async (t) => {
+  const embeddings = await holdingEmbeddings(t)
+  const h = await startHarness(t, { env: { EMBEDDINGS: 'openai-compatible', EMBEDDINGS_BASE_URL: embeddings.url, EMBEDDINGS_MODEL: EMBEDDING_MODEL } })
+  t.equal((await upload(h, 'harbour.txt', 'The harbour master of Port Quillon is named ODALRIC VANTE.')).status, 201)
+  // The model list cached first, so that the chat below waits on the embedding and nothing else.
+  t.equal((await h.fetch('/api/v1/models')).status, 200)
+
+  embeddings.hold()
+  const client = new AbortController()
+  const chat = h
+    .fetch('/api/v1/chat/completions', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'openai/gpt-4o', messages: [{ role: 'user', content: 'Who is the harbour master of Port Quillon?' }] }),
+      signal: client.signal,
+    })
+    .catch((err: unknown) => err)
+  const req = await embeddings.held
+  const closed = once(req.socket, 'close')
+  const started = Date.now()
+  client.abort()
+  t.type(await chat, Error, 'the client gave up')
+  // Bounded by the test's own deadline rather than the embedder's 30 s: the gateway drops the call when the client goes.
+  const outcome = await Promise.race([closed.then(() => 'closed'), new Promise((r) => setTimeout(() => r('still open'), 5_000))])
+  t.equal(outcome, 'closed', 'the embedding request was aborted')
+  t.ok(Date.now() - started < 5_000, 'well before the endpoint would answer')
+  t.equal(h.mock.requests.filter((r) => r.path === '/api/v1/chat/completions').length, 0, 'and nothing went upstream')
 })

@@ -6,7 +6,8 @@ import { encodeChat } from 'gpt-tokenizer'
 import { pack, type PackInput, type RetrievalInput } from '../src/context/packer.js'
 import { TokenCounter } from '../src/context/tokenizer.js'
 import { pairingError } from '../src/mock-upstream/content.js'
-import { storedMessage, type StoredMessage } from '../src/storage/session-repo.js'
+import { storedMessage } from '../src/messages/stored-message.js'
+import type { StoredMessage } from '../src/storage/session-repo.js'
 import type { ChatMessage, Role } from '../src/types.js'
 
 const AS_TEXT = { disallowedSpecial: new Set<string>() }

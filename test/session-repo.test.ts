@@ -6,6 +6,7 @@ import { once } from 'node:events'
 import { fileURLToPath } from 'node:url'
 import { encode } from 'gpt-tokenizer'
 import { TokenCounter } from '../src/context/tokenizer.js'
+import { storeFailure } from '../src/http/store-failure.js'
 import { SessionRepo, type SessionRepoOptions, type StoredMessage } from '../src/storage/session-repo.js'
 import { openStore, type Store } from '../src/storage/store.js'
 import type { ChatMessage } from '../src/types.js'
@@ -38,7 +39,8 @@ const exchange = (i: number): ChatMessage[] => [
 const contents = (ms: readonly StoredMessage[]): string[] => ms.map((m) => m.text)
 
 /** What a bad session id must throw: a 400 that names the field. */
-const sessionIdError = { name: 'GatewayError', status: 400, code: 'invalid_parameter', param: 'sessionId' }
+/** storage/ refuses with its own error; the HTTP layer's answer to it is checked below (storeFailure). */
+const sessionIdError = { name: 'InvalidSessionIdError' }
 
 // Child mode for the crash test: append exchanges as fast as possible and report each one that resolved.
 const crashDir = process.env.RG_SESSION_CRASH_DIR
@@ -216,6 +218,13 @@ function tests(): void {
     for (const bad of ['', '\u0000', 'a\u0000b', 'tab\there', '\ud800', 'x\udc00y', 'é'.repeat(1000)]) {
       t.throws(() => repo.history('t', bad), sessionIdError, JSON.stringify(bad).slice(0, 20))
       await t.rejects(repo.appendExchange('t', bad, exchange(0)), sessionIdError)
+      let refused: unknown
+      try {
+        repo.history('t', bad)
+      } catch (err) {
+        refused = err
+      }
+      t.match(storeFailure(refused), { status: 400, code: 'invalid_parameter', param: 'sessionId' }, 'the HTTP answer: a 400 naming sessionId')
     }
     t.doesNotThrow(() => repo.history('t', '\ud83d\ude00'), 'a proper surrogate pair is fine')
   })

@@ -4,8 +4,7 @@
  */
 import t from 'tap'
 import { hashKey, tenantIdFor } from '../src/auth/service-keys.js'
-import { GatewayError } from '../src/errors.js'
-import { SessionLimitError, type KeyLookupResult, type RequestTrace, type StoredItem, type StoredResponse } from '../src/storage/interface.js'
+import { InvalidSessionIdError, SessionLimitError, type KeyLookupResult, type RequestTrace, type StoredItem, type StoredResponse } from '../src/storage/interface.js'
 import type { Stores } from '../src/storage/open-stores.js'
 import { testableEngines } from './helpers/store-engines.js'
 
@@ -243,11 +242,11 @@ for (const engine of testableEngines(t, 'the store contract')) {
     t.same(h[2]?.message, result)
   })
 
-  t.test(`${engine.name}: odd session ids are refused as a bad parameter, never a store error`, async (t) => {
+  t.test(`${engine.name}: odd session ids are refused as an invalid id (the API's 400), never a store failure`, async (t) => {
     const s = await engine.open(t)
     for (const odd of ['', 'a\u0000b', 'x'.repeat(5000)]) {
-      await t.rejects(Promise.resolve().then(() => s.sessions.history('tenant-a', odd)), GatewayError, `length ${odd.length}`)
-      await t.rejects(Promise.resolve().then(() => s.sessions.appendExchange('tenant-a', odd, [{ role: 'user', content: 'x' }])), GatewayError)
+      await t.rejects(Promise.resolve().then(() => s.sessions.history('tenant-a', odd)), InvalidSessionIdError, `length ${odd.length}`)
+      await t.rejects(Promise.resolve().then(() => s.sessions.appendExchange('tenant-a', odd, [{ role: 'user', content: 'x' }])), InvalidSessionIdError)
     }
     t.equal(await s.conversations.get('tenant-a', 'a\u0000b'), undefined, 'an odd conversation id is not found')
   })

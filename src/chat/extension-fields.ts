@@ -1,7 +1,7 @@
 /**
  * recallgate's four body extensions, guarded against the mistakes users cannot see: a near-miss spelling that would
- * otherwise pass upstream as an unknown field (the request then runs without memory, silently), and session ids that
- * look the same but are different strings.
+ * otherwise pass upstream as an unknown field (the request then runs without memory, silently). Session ids that look
+ * the same but are different strings are made one in http/session-id.ts.
  */
 import { invalidParam } from '../errors.js'
 
@@ -23,14 +23,4 @@ export function checkExtensionSpelling(body: Record<string, unknown>): void {
     const right = FOLDED.get(fold(k))
     if (right !== undefined && right !== k) throw invalidParam(k, `Unknown field "${k}": did you mean "${right}"?`)
   }
-}
-
-/**
- * A session id as it is stored: Unicode NFC (so "café" typed composed or decomposed is one session) without
- * surrounding white space (invisible in any list). A string that is empty or blank after that is refused.
- */
-export function normalizeSessionId(raw: string, param: string): string {
-  const id = raw.normalize('NFC').trim()
-  if (id === '') throw invalidParam(param, `${param} must not be empty or only white space`)
-  return id
 }

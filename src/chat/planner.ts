@@ -11,7 +11,9 @@ import { userText } from '../messages/text.js'
 import type { TokenCounter } from '../context/tokenizer.js'
 import { pack } from '../context/packer.js'
 import type { SessionStore, StoredMessage } from '../storage/interface.js'
+import { sessionKey } from '../storage/session-id.js'
 import type { ModelCatalog } from '../upstream/model-catalog.js'
+import type { Cancel } from '../retrieval/embedder.js'
 import type { KnowledgeBase, SearchHit } from '../knowledge/knowledge-base.js'
 import { renderContextMessage } from '../knowledge/knowledge-base.js'
 import { DEFAULT_RELEVANCE_GATE, relevantHits, type NotRetrieved, type RelevanceGate } from '../knowledge/relevance.js'
@@ -88,9 +90,18 @@ export class Planner implements ChatPlanner {
     this.#prefix = new StablePrefix(o.stablePrefixSessions ?? 10_000)
   }
 
-  async prepare(tenant: Tenant, req: ChatRequest, opts: { authorization: string }): Promise<PreparedChat> {
+  /**
+   * `opts.signal` is the client's departure: it cancels the retrieval's and recall's embedding calls and this request's
+   * wait on the model list. Read only when one of them is made (an AbortSignal costs ~6 µs to make, http/client-gone.ts).
+   */
+  async prepare(tenant: Tenant, req: ChatRequest, opts: { authorization: string; readonly signal: AbortSignal }): Promise<PreparedChat> {
     const o = this.#o
-    const window = (await o.catalog.contextLength(req.model, opts.authorization)) ?? o.defaultContextLength
+    const cancel: Cancel = {
+      get signal() {
+        return opts.signal
+      },
+    }
+    const window = (await o.catalog.contextLength(req.model, opts.authorization, cancel)) ?? o.defaultContextLength
     const usable = o.counter.usableWindow(req.model, window)
     const reserve = req.maxTokens ?? Math.min(o.defaultMaxTokens, Math.floor(usable / 4))
     const { system, other } = splitRequest(req.messages)
@@ -133,7 +144,7 @@ export class Planner implements ChatPlanner {
     // A turn that asks nothing ("thanks!", "ok") searches for nothing; a `ragQuery` the caller chose always searches.
     else if (req.ragQuery === undefined && asksNothing(query)) reason = 'small_talk'
     else {
-      const ranked = await o.knowledge.search(tenant.id, query, o.ragTopK)
+      const ranked = await o.knowledge.search(tenant.id, query, o.ragTopK, 'hybrid', cancel)
       found = ranked.length
       const relevant = relevantHits(ranked, o.relevanceGate ?? DEFAULT_RELEVANCE_GATE)
       hits = relevant.hits
@@ -173,7 +184,7 @@ export class Planner implements ChatPlanner {
       if ((fixed + historyTokens > usable || older > 0) && recallQuery !== undefined && !asksNothing(recallQuery)) {
         // About the block's room (the retrieval block may take less than its budget): sizes the candidate list.
         const room = Math.floor((usable - fixed) * (1 - recall.recentShare))
-        recalled = await recall.service.search(tenant.id, req.sessionId, recallQuery, room)
+        recalled = await recall.service.search(tenant.id, req.sessionId, recallQuery, room, cancel)
       }
     }
 
@@ -244,7 +255,7 @@ export class Planner implements ChatPlanner {
           req.sessionId === undefined
             ? 0
             : this.#prefix.observe(
-                `${tenant.id}\u0000${req.sessionId}`,
+                sessionKey(tenant.id, req.sessionId),
                 `${model}\u0000${toolTokens > 0 ? JSON.stringify(req.passthrough.tools) : ''}`,
                 toolTokens,
                 result.messages,

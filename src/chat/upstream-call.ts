@@ -7,7 +7,7 @@ import { gatewayError } from '../errors.js'
 import type { RequestContext } from '../http/server.js'
 import type { Bytes, Clock } from '../types.js'
 import { readUpstreamBody, type UpstreamClient, type UpstreamResponse } from '../upstream/client.js'
-import { upstreamHttpError } from '../upstream/errors.js'
+import { upstreamHttpError, withoutSecret } from '../upstream/errors.js'
 
 export interface UpstreamCall {
   response: UpstreamResponse
@@ -54,13 +54,4 @@ export async function readCompletion(
     throw upstreamHttpError(call.response.status, withoutSecret(text, o.authorization))
   }
   return { text, completion }
-}
-
-/**
- * Some providers quote the API key they were given in their error message ("Incorrect API key provided: sk-…"). Error
- * messages reach the logs (5xx) and the error registry, so the caller's key is cut out of the upstream's body first.
- */
-export function withoutSecret(text: string, authorization: string): string {
-  const token = authorization.replace(/^\s*bearer\s+/i, '').trim()
-  return token.length >= 8 ? text.split(token).join('[redacted]') : text
 }

@@ -6,7 +6,8 @@
 import { invalidParam, gatewayError } from '../errors.js'
 import { validateMessages } from '../messages/schema.js'
 import type { ChatMessage, StoredMessage } from '../types.js'
-import { checkExtensionSpelling, normalizeSessionId } from './extension-fields.js'
+import { normalizeSessionId } from '../http/session-id.js'
+import { checkExtensionSpelling } from './extension-fields.js'
 
 export interface ChatRequest {
   model: string

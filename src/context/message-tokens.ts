@@ -16,7 +16,7 @@
  * What these rules miss, the learned per-model correction (tokenizer.ts, from the upstream's `usage.prompt_tokens`)
  * takes up.
  */
-import { isArray, type ChatMessage, type ContentPart, type Tokens } from '../types.js'
+import { isArray, isObject, type ChatMessage, type ContentPart, type Tokens } from '../types.js'
 import { imageSize } from './image-size.js'
 
 export interface MediaEstimates {
@@ -111,7 +111,7 @@ export function toolsTokens(tools: unknown, count: CountText, funcInit: Tokens):
   if (!Array.isArray(tools) || tools.length === 0) return 0
   let n = 12
   for (const tool of tools) {
-    const f = isRecord(tool) && tool.type === 'function' && isRecord(tool.function) ? tool.function : undefined
+    const f = isObject(tool) && tool.type === 'function' && isObject(tool.function) ? tool.function : undefined
     if (f === undefined) {
       n += count(JSON.stringify(tool))
       continue
@@ -119,13 +119,13 @@ export function toolsTokens(tools: unknown, count: CountText, funcInit: Tokens):
     n += funcInit
     const desc = typeof f.description === 'string' ? f.description.replace(/\.+$/, '') : ''
     n += count(`${typeof f.name === 'string' ? f.name : ''}:${desc}`)
-    const params = isRecord(f.parameters) ? f.parameters : undefined
-    const props = params && isRecord(params.properties) ? params.properties : undefined
+    const params = isObject(f.parameters) ? f.parameters : undefined
+    const props = params && isObject(params.properties) ? params.properties : undefined
     const keys = props ? Object.keys(props) : []
     if (props === undefined || keys.length === 0) continue
     n += 3
     for (const key of keys) {
-      const p = isRecord(props[key]) ? (props[key] as Record<string, unknown>) : {}
+      const p = isObject(props[key]) ? (props[key] as Record<string, unknown>) : {}
       n += 3
       if (Array.isArray(p.enum)) {
         n -= 3
@@ -139,8 +139,4 @@ export function toolsTokens(tools: unknown, count: CountText, funcInit: Tokens):
     }
   }
   return n
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v)
 }

@@ -4,9 +4,9 @@
  * `database_unavailable` (storage/interface.ts). The one place the two meet, used by the
  * server for every route and by the chat path for a save that fails after its stream has started.
  */
-import { gatewayError, type GatewayError } from '../errors.js'
+import { gatewayError, invalidParam, type GatewayError } from '../errors.js'
 import { quotaExceeded } from '../quotas/quota-error.js'
-import { DatabaseUnavailableError, SessionLimitError } from '../storage/interface.js'
+import { DatabaseUnavailableError, InvalidSessionIdError, SessionLimitError } from '../storage/interface.js'
 import { StoreUnavailableError } from '../storage/store-errors.js'
 
 /** Seconds a client is asked to wait before retrying a write the store could not take. */
@@ -18,10 +18,11 @@ const RETRY_AFTER_SECONDS = 30
  */
 const DATABASE_RETRY_AFTER_SECONDS = 1
 
-/** The API error for a storage failure (or a store's quota refusal); undefined for anything else. */
+/** The API error for a storage failure (or a store's refusal: a quota, an id it cannot store); undefined for anything else. */
 export function storeFailure(err: unknown): GatewayError | undefined {
   // Not a failure but a store's refusal, made in the save's own transaction: a racing save took the last session.
   if (err instanceof SessionLimitError) return quotaExceeded({ quota: 'sessions', limit: err.limit, used: err.used, adding: 1, param: 'sessionId' })
+  if (err instanceof InvalidSessionIdError) return invalidParam('sessionId', err.message)
   if (err instanceof DatabaseUnavailableError) {
     return gatewayError('database_unavailable', { headers: { 'retry-after': String(DATABASE_RETRY_AFTER_SECONDS) }, cause: err })
   }

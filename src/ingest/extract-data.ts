@@ -3,6 +3,7 @@
  * record stays together); CSV becomes one paragraph per row of "header: value" lines, so every value carries the
  * name of its column into the chunk that holds it.
  */
+import { isObject } from '../types.js'
 import { TextBuilder, type Block } from './text-builder.js'
 
 /** Deeper structures are rendered as compact JSON on one line instead of being walked. */
@@ -68,10 +69,6 @@ function compact(v: unknown): string {
 function key(k: string, parent: string): string {
   const seg = /^[\p{L}_$][\p{L}\p{N}_$-]*$/u.test(k) ? k : JSON.stringify(k)
   return parent ? `${parent}.${seg}` : seg
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v)
 }
 
 /** RFC 4180 CSV (quoted fields, "" escapes, line breaks inside quotes); the delimiter is sniffed unless `tabs`. */

@@ -15,7 +15,7 @@ import { LRUCache } from 'lru-cache'
 import type { ChunkRow, FileChunk, FileRow, FileStore, IndexMeta } from '../storage/interface.js'
 import type { Clock, Tokens } from '../types.js'
 import type { Chunk } from '../ingest/chunker.js'
-import { LocalEmbedder, type Embedder } from '../retrieval/embedder.js'
+import { LocalEmbedder, type Cancel, type Embedder } from '../retrieval/embedder.js'
 import { formatOfType, type Format } from '../ingest/extract.js'
 import { IndexClosedError, SearchIndex, type SearchMode } from '../retrieval/search-index.js'
 import type { HnswParams } from '../retrieval/vector-index.js'
@@ -251,9 +251,9 @@ export class KnowledgeBase {
     return true
   }
 
-  /** The tenant's best chunks for `query`, best first. No files → []. */
-  async search(tenant: string, query: string, k: number, mode: SearchMode = 'hybrid'): Promise<SearchHit[]> {
-    const hits = await this.#index.search(namespaceOf(tenant), query, Math.min(Math.max(1, Math.floor(k)), MAX_K), mode)
+  /** The tenant's best chunks for `query`, best first. No files → []. `cancel`: the client's departure stops its embedding. */
+  async search(tenant: string, query: string, k: number, mode: SearchMode = 'hybrid', cancel: Cancel = {}): Promise<SearchHit[]> {
+    const hits = await this.#index.search(namespaceOf(tenant), query, Math.min(Math.max(1, Math.floor(k)), MAX_K), mode, cancel)
     // A learned embedder finds passages worded apart from the query, which the lexical share misses: its cosine
     // similarity counts too (the local embedder's vectors only repeat BM25's terms, so it does not).
     const learned = (this.#embedder.fusionWeight ?? 1) >= 1

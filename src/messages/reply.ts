@@ -8,8 +8,7 @@
  * function_call, audio's id, name, reasoning, reasoning_details); what only describes a reply (annotations, logprobs)
  * is not part of the conversation.
  */
-import type { ChatMessage, ToolCall } from '../types.js'
-import { isObject } from './schema.js'
+import { isObject, type ChatMessage, type ToolCall } from '../types.js'
 
 /** `choices[0].message` of a completion, reduced to what a conversation carries. */
 export function replyFromCompletion(completion: Record<string, unknown>): ChatMessage {

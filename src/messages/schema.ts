@@ -9,7 +9,7 @@
  * memory has supplied the assistant message a request's tool results answer.
  */
 import { gatewayError, invalidParam } from '../errors.js'
-import type { ChatMessage, Role } from '../types.js'
+import { isObject, type ChatMessage, type Role } from '../types.js'
 
 const ROLES: ReadonlySet<string> = new Set<Role>(['developer', 'system', 'user', 'assistant', 'tool', 'function'])
 const DETAILS: ReadonlySet<string> = new Set(['auto', 'low', 'high'])
@@ -141,6 +141,3 @@ function checkToolCalls(calls: unknown, at: string): void {
   }
 }
 
-export function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v)
-}

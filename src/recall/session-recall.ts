@@ -19,16 +19,17 @@
  * (recall-block.ts) and returns it with its exact token count, worked out from line counts stored at save time
  * instead of tokenizing the recalled turns again (o200k models; others get one exact count of the rendered block).
  */
-import { createHash } from 'node:crypto'
 import { join } from 'node:path'
 import { LRUCache } from 'lru-cache'
 import { STORED_ENCODING, type TokenCounter } from '../context/tokenizer.js'
 import { BLOCK_ROLE } from '../context/block-role.js'
 import type { RecallIndexer, RecallPrepared, RecallStore, RecallWrite } from '../storage/interface.js'
+import { sessionKey } from '../storage/session-id.js'
+import { namespaceHash } from '../retrieval/namespace-hash.js'
 import type { ChatMessage, Tokens } from '../types.js'
 import { messageText } from '../messages/text.js'
 import type { ScoredLabel } from '../retrieval/bm25.js'
-import type { Embedder } from '../retrieval/embedder.js'
+import type { Cancel, Embedder } from '../retrieval/embedder.js'
 import { reciprocalRankFusion } from '../retrieval/fusion.js'
 import { neighbourSmoothed } from './neighbour-scores.js'
 import { SearchIndex, type IndexHit } from '../retrieval/search-index.js'
@@ -198,7 +199,7 @@ export class SessionRecall implements RecallIndexer {
    * The session's turns ranked for `query`, with their neighbours prefetched; undefined when nothing matches. `room`
    * is about what the block will get (it is only known exactly when packing).
    */
-  async search(tenant: string, sessionId: string, query: string, room: Tokens): Promise<RecallCandidates | undefined> {
+  async search(tenant: string, sessionId: string, query: string, room: Tokens, cancel: Cancel = {}): Promise<RecallCandidates | undefined> {
     const ns = this.namespaceOf(tenant, sessionId)
     const meta = await this.#records.index.meta(ns)
     if (meta === undefined || meta.count === 0 || query.trim() === '' || room <= 0) return undefined
@@ -212,8 +213,10 @@ export class SessionRecall implements RecallIndexer {
     let semantic: ScoredLabel[] = []
     if (vectorWeight > 0) {
       try {
-        semantic = bySeq((await this.#index.search(ns, q, k, 'vector')).filter((h) => h.score >= minSimilarity))
+        semantic = bySeq((await this.#index.search(ns, q, k, 'vector', cancel)).filter((h) => h.score >= minSimilarity))
       } catch (err) {
+        // The client left: nothing to fall back for.
+        if (cancel.signal?.aborted === true) throw err
         this.#onError(err, 'recall vector search (falling back to BM25)')
       }
     }
@@ -284,8 +287,7 @@ export class SessionRecall implements RecallIndexer {
   }
 
   namespaceOf(tenant: string, sessionId: string): string {
-    // Session ids cannot contain NUL (checkSessionId), so this key is unambiguous.
-    const key = `${tenant}\u0000${sessionId}`
+    const key = sessionKey(tenant, sessionId)
     let ns = this.#namespaces.get(key)
     if (ns === undefined) this.#namespaces.set(key, (ns = namespaceOf(tenant, sessionId)))
     return ns
@@ -366,7 +368,7 @@ export class SessionRecall implements RecallIndexer {
 }
 
 export function namespaceOf(tenant: string, sessionId: string): string {
-  return `recall:${createHash('sha256').update(tenant).update('\u0000').update(sessionId).digest('hex').slice(0, 40)}`
+  return `recall:${namespaceHash(sessionKey(tenant, sessionId))}`
 }
 
 

@@ -11,7 +11,7 @@
  * naming `input[i].type`: silently dropping one would leave the model answering a conversation it cannot see.
  */
 import { gatewayError, invalidParam } from '../errors.js'
-import { isObject } from '../messages/schema.js'
+import { isObject } from '../types.js'
 import type { ItemPart, NewId, ResponseItem } from './item-types.js'
 
 const ROLES: ReadonlySet<string> = new Set(['user', 'system', 'developer', 'assistant'])

@@ -15,7 +15,7 @@
  * Messages → items (a chat session listed as conversation items) is the inverse, so that a conversation and the
  * session it is can be read either way; test/responses-items.test.ts checks the round trip.
  */
-import { isObject } from '../messages/schema.js'
+import { isObject } from '../types.js'
 import { isArray, type ChatMessage, type ContentPart, type ToolCall } from '../types.js'
 import type { ItemPart, NewId, ResponseItem } from './item-types.js'
 import { ITEM_ID_PREFIX } from './input-items.js'

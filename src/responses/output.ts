@@ -11,7 +11,7 @@
  * already relays this text to clients, so nothing is shown here that the gateway did not show before. No item is
  * made when the upstream sent no reasoning.
  */
-import { isObject } from '../messages/schema.js'
+import { isObject } from '../types.js'
 import type { ItemPart, NewId, ResponseItem } from './item-types.js'
 import { customInput } from './item-messages.js'
 

@@ -12,7 +12,7 @@
  *   400 naming `tools[i].type`: the gateway cannot run it, and a model told it has a tool it cannot call misleads.
  */
 import { invalidParam } from '../errors.js'
-import { isObject } from '../messages/schema.js'
+import { isObject } from '../types.js'
 
 export interface ToolsResult {
   /** Chat tools, in the request's order (only those `allowed_tools` lets through). Empty: do not send `tools`. */

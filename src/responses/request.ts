@@ -9,7 +9,7 @@
  * Known fields that would change the answer and cannot be honoured (`background`, `prompt`) are refused by name.
  */
 import { gatewayError, invalidParam } from '../errors.js'
-import { isObject } from '../messages/schema.js'
+import { isObject } from '../types.js'
 import { checkExtensionSpelling } from '../chat/extension-fields.js'
 import { inRange, optionalBoolean, positiveInteger, readRagQuery, readSessionId } from '../chat/validate.js'
 import type { NewId, ResponseItem } from './item-types.js'

@@ -7,7 +7,7 @@ import { randomFillSync } from 'node:crypto'
 import { gatewayError, invalidParam } from '../errors.js'
 import { LRUCache } from 'lru-cache'
 import type { ResponseStore, StoredItem, StoredResponse } from '../storage/interface.js'
-import { storedMessage } from '../storage/session-repo.js'
+import { storedMessage } from '../messages/stored-message.js'
 import type { ChatMessage, StoredMessage, Tokens } from '../types.js'
 import type { ResponseItem } from './items.js'
 

@@ -22,7 +22,7 @@
  * - A custom tool's input is the `input` string inside JSON arguments; it is sent whole when the call closes.
  * Tool-call deltas are assembled by tool-call-tracker.ts, the event payloads built by stream-events.ts.
  */
-import { isObject } from '../messages/schema.js'
+import { isObject } from '../types.js'
 import type { NewId, ResponseItem } from './item-types.js'
 import * as ev from './stream-events.js'
 import { ToolCallTracker, completeJson, type TrackedCall } from './tool-call-tracker.js'

@@ -4,7 +4,7 @@
  * some providers send a whole call in one chunk, and some reuse an index for a new call (LiteLLM guards this too).
  * The tracker only assembles; which call is open on the Responses side is the translator's business.
  */
-import { isObject } from '../messages/schema.js'
+import { isObject } from '../types.js'
 
 export interface TrackedCall {
   /** The upstream's call id ('' until it sends one). */

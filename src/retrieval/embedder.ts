@@ -8,6 +8,11 @@
 import { hashText, mix } from '../context/range-cache.js'
 import { analyze } from './analyzer.js'
 
+/** What lets a caller give up on work done for it: the client's departure, when it has one. */
+export interface Cancel {
+  readonly signal?: AbortSignal | undefined
+}
+
 export interface Embedder {
   /**
    * Names the vector space: two embedders with the same id produce comparable vectors. Recorded per index namespace;
@@ -21,8 +26,11 @@ export interface Embedder {
    * ranking deserves an equal say (1, the default when absent); a weak one should only break BM25's near-ties.
    */
   readonly fusionWeight?: number
-  /** One unit-length vector per text, same order. */
-  embed(texts: readonly string[]): Promise<Float32Array[]>
+  /**
+   * One unit-length vector per text, same order. `signal` (the client's departure) cancels a remote call; read only
+   * when a call is made, so a caller may pass a lazy getter.
+   */
+  embed(texts: readonly string[], opts?: Cancel): Promise<Float32Array[]>
   /**
    * Same, from the texts' `analyze` terms, for embedders built on the shared analyzer: ingestion analyzes each chunk
    * once for both BM25 and the embedder (analysis was ~12% of ingestion CPU when done twice).

@@ -6,7 +6,7 @@
 import { request, type Dispatcher } from 'undici'
 import { gatewayError } from '../errors.js'
 import type { Ms } from '../types.js'
-import { normalise, type Embedder } from './embedder.js'
+import { normalise, type Cancel, type Embedder } from './embedder.js'
 
 export interface OpenAICompatibleEmbedderOptions {
   /** e.g. `https://openrouter.ai/api/v1`; a trailing slash is ignored. */
@@ -63,15 +63,16 @@ export class OpenAICompatibleEmbedder implements Embedder {
     return this.#dimension
   }
 
-  async embed(texts: readonly string[]): Promise<Float32Array[]> {
+  async embed(texts: readonly string[], opts: Cancel = {}): Promise<Float32Array[]> {
     const out: Float32Array[] = []
+    const left = opts.signal
     for (let i = 0; i < texts.length; i += this.#batchSize) {
-      out.push(...(await this.#batch(texts.slice(i, i + this.#batchSize))))
+      out.push(...(await this.#batch(texts.slice(i, i + this.#batchSize), left)))
     }
     return out
   }
 
-  async #batch(input: readonly string[]): Promise<Float32Array[]> {
+  async #batch(input: readonly string[], left: AbortSignal | undefined): Promise<Float32Array[]> {
     const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' }
     if (this.#apiKey) headers.authorization = `Bearer ${this.#apiKey}`
     let status: number
@@ -81,12 +82,15 @@ export class OpenAICompatibleEmbedder implements Embedder {
         method: 'POST',
         headers,
         body: JSON.stringify({ model: this.#model, input }),
-        signal: AbortSignal.timeout(this.#timeout),
+        // The client that leaves cancels the call made for it (its retrieval's query), as the timeout does.
+        signal: left === undefined ? AbortSignal.timeout(this.#timeout) : AbortSignal.any([AbortSignal.timeout(this.#timeout), left]),
         ...(this.#dispatcher ? { dispatcher: this.#dispatcher } : {}),
       })
       status = res.statusCode
       text = await readCapped(res.body, MAX_RESPONSE_BYTES)
     } catch (err) {
+      if (left?.aborted === true)
+        throw gatewayError('client_closed_request', { message: 'The client left before the embeddings endpoint answered', cause: err })
       if (err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError'))
         throw gatewayError('upstream_timeout', {
           message: `The embeddings endpoint did not answer within ${this.#timeout} ms`,

@@ -24,7 +24,8 @@
  * use; concurrent users wait for that one load only. Changes and saves of one namespace run one at a time, in order
  * (its `queue`): a save must not run while the graph changes, and a change applies only on top of the one before.
  */
-import { createHash } from 'node:crypto'
+import { namespaceHash } from './namespace-hash.js'
+import { isZeroVector } from './zero-vector.js'
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { LRUCache } from 'lru-cache'
@@ -32,7 +33,7 @@ import { gatewayError } from '../errors.js'
 import type { Ms } from '../types.js'
 import { analyze } from './analyzer.js'
 import { Bm25Index, type ScoredLabel } from './bm25.js'
-import type { Embedder } from './embedder.js'
+import type { Cancel, Embedder } from './embedder.js'
 import { DEFAULT_RRF_K, reciprocalRankFusion } from './fusion.js'
 import { DEFAULT_SLICE_MS, TimeSlicer } from './time-slice.js'
 import { DEFAULT_HNSW, VectorIndex, type HnswParams } from './vector-index.js'
@@ -245,12 +246,13 @@ export class SearchIndex {
     return this.#loaded.has(namespace)
   }
 
-  async search(namespace: string, query: string, k: number, mode: SearchMode = 'hybrid'): Promise<IndexHit[]> {
+  /** `cancel`: the client's departure stops the query's embedding call (a remote embedder's). */
+  async search(namespace: string, query: string, k: number, mode: SearchMode = 'hybrid', cancel: Cancel = {}): Promise<IndexHit[]> {
     // The committed state first: the entry is brought up to it before ranking (read-your-writes across processes).
     const meta = await this.#source.meta(namespace)
     if (meta === undefined || meta.count === 0 || k <= 0) return []
     if (mode !== 'bm25') this.checkEmbedder(meta)
-    const qv = mode === 'bm25' ? undefined : (await this.#embedder.embed([query]))[0]
+    const qv = mode === 'bm25' ? undefined : (await this.#embedder.embed([query], cancel))[0]
     // Everything after this await is synchronous, so the entry cannot change under the search (changes apply in slices
     // between event-loop turns: a search sees whole slices).
     const found = this.#entry(namespace, meta)
@@ -258,7 +260,7 @@ export class SearchIndex {
     const depth = Math.max(k, this.#candidates)
     const terms = analyze(query)
     const lexical = mode === 'vector' ? [] : entry.bm25.search(terms, depth)
-    const semantic = qv === undefined || entry.vectors === null || isZero(qv) ? [] : entry.vectors.search(qv, depth)
+    const semantic = qv === undefined || entry.vectors === null || isZeroVector(qv) ? [] : entry.vectors.search(qv, depth)
     const ranked: ScoredLabel[] =
       mode === 'hybrid' ? reciprocalRankFusion([lexical, semantic], { k: this.#rrfK, weights: [1, this.#vectorWeight] }) : mode === 'bm25' ? lexical : semantic
     const cosine = new Map<number, number>()
@@ -454,7 +456,7 @@ export class SearchIndex {
 
   /** Namespaces may hold any characters (tenant ids, session ids): the file is named by their hash. */
   #file(namespace: string): string {
-    return join(this.#dir, `${createHash('sha256').update(namespace).digest('hex').slice(0, 40)}.hnsw`)
+    return join(this.#dir, `${namespaceHash(namespace)}.hnsw`)
   }
 
   /**
@@ -613,8 +615,3 @@ export class IndexClosedError extends Error {
  * the time.
  */
 const SAVE_COST_FACTOR = 100
-
-function isZero(v: Float32Array): boolean {
-  for (let i = 0; i < v.length; i++) if (v[i] !== 0) return false
-  return true
-}

@@ -10,7 +10,7 @@
 import type { Quotas } from '../quotas/quotas.js'
 import { tenantOf } from '../http/tenant.js'
 import { unixSeconds } from '../types.js'
-import { normalizeSessionId } from '../chat/extension-fields.js'
+import { normalizeSessionId } from '../http/session-id.js'
 import { gatewayError, invalidParam } from '../errors.js'
 import { readJsonObject } from '../http/body.js'
 import { sendJson } from '../http/respond.js'

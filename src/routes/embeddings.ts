@@ -9,9 +9,8 @@ import { readJsonObject } from '../http/body.js'
 import { sendJsonText } from '../http/respond.js'
 import type { Handler } from '../http/server.js'
 import type { Bytes, Clock } from '../types.js'
-import { withoutSecret } from '../chat/upstream-call.js'
 import { readUpstreamBody, type UpstreamClient } from '../upstream/client.js'
-import { upstreamHttpError } from '../upstream/errors.js'
+import { upstreamHttpError, withoutSecret } from '../upstream/errors.js'
 
 export interface EmbeddingsOptions {
   upstream: UpstreamClient

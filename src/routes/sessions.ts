@@ -2,7 +2,7 @@
 import { tenantOf } from '../http/tenant.js'
 import { unixSeconds } from '../types.js'
 import { gatewayError, invalidParam } from '../errors.js'
-import { normalizeSessionId } from '../chat/extension-fields.js'
+import { normalizeSessionId } from '../http/session-id.js'
 import { sendJson } from '../http/respond.js'
 import type { Handler, RequestContext } from '../http/server.js'
 import type { SessionStore } from '../storage/interface.js'

@@ -418,6 +418,17 @@ export class SessionLimitError extends Error {
 }
 
 /**
+ * Thrown by a session store's methods for an id no engine can store (storage/session-id.ts): nothing was read or
+ * written. The HTTP layer turns it into a 400 naming `sessionId`; storage/ itself never builds API errors.
+ */
+export class InvalidSessionIdError extends Error {
+  constructor(message: string) {
+    super(message)
+    this.name = 'InvalidSessionIdError'
+  }
+}
+
+/**
  * Thrown by any store method when its engine cannot answer now (a network engine unreachable, restarting, or past its
  * statement timeout): a transient condition the caller may retry, as opposed to a bug or a refused write. The HTTP
  * layer turns it into a 503 with `Retry-After`; storage/ itself never builds API errors.

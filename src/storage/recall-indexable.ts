@@ -1,5 +1,6 @@
 /** Which of a save's messages long-term recall indexes, the same for every engine (recall-repo.ts, postgres/recall-store.ts). */
 import type { RecallPrepared, StoredMessage } from './interface.js'
+import { isZeroVector } from '../retrieval/zero-vector.js'
 import type { Tokens } from '../types.js'
 
 /**
@@ -15,10 +16,5 @@ export function indexable(
   const gone = new Set<object>(pruned)
   return saved
     .map((m, i) => ({ m, vector: prepared.vectors[i] as Float32Array, line: prepared.lines[i] as Tokens }))
-    .filter((d) => !gone.has(d.m) && !isZero(d.vector))
-}
-
-function isZero(v: Float32Array): boolean {
-  for (let i = 0; i < v.length; i++) if (v[i] !== 0) return false
-  return true
+    .filter((d) => !gone.has(d.m) && !isZeroVector(d.vector))
 }

@@ -22,10 +22,9 @@
  * entry that cannot be patched exactly is dropped and read again.
  */
 import { LRUCache } from 'lru-cache'
-import { invalidParam } from '../errors.js'
 import type { TokenCounter } from '../context/tokenizer.js'
-import { messageText } from '../messages/text.js'
-import type { Bytes, ChatMessage, Clock, Role, Tokens } from '../types.js'
+import { storedMessage, storedMessagesBytes } from '../messages/stored-message.js'
+import { isObject, type Bytes, type ChatMessage, type Clock, type Role, type Tokens } from '../types.js'
 import {
   SessionLimitError,
   type AfterCommit,
@@ -35,6 +34,7 @@ import {
   type SessionUsage,
   type StoredMessage,
 } from './interface.js'
+import { checkSessionId, sessionKey } from './session-id.js'
 import type { DurableOptions, Key, Store } from './store.js'
 
 export type { SessionInfo, StoredMessage } from './interface.js'
@@ -104,22 +104,10 @@ interface CacheEntry {
   sessionCreatedAt: number
 }
 
-/** lmdb-js's default maximum key size, in bytes. */
-const MAX_KEY_BYTES = 1978
-/** Key bytes besides the two strings: separators, a number, slack for the escape byte. */
-const KEY_FIXED_BYTES = 16
-/** The message object and its wire copy, the JSON's framing and the map entries that hold them. */
-const MESSAGE_FIXED_BYTES = 256
 /** Above any first byte ordered-binary writes for a string or a number, so [tenant, HIGH] ends a tenant's range. */
 const HIGH = Uint8Array.of(0xff)
 /** Set in `meta` once every session has its `sessionTimes` entry (a DATA_DIR from before the index is filled once). */
 const TIMES_INDEXED = 'sessionTimesIndexed'
-/**
- * ordered-binary writes long strings as raw UTF-8: a NUL would merge into its element separator and a lone
- * surrogate would become U+FFFD (two ids, one key), and control characters decode ambiguously. Such ids are refused
- * rather than silently aliased.
- */
-const UNSAFE_ID = /[\u0000-\u001f]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
 
 export class SessionRepo implements SessionStore {
   readonly #store: Store
@@ -179,7 +167,7 @@ export class SessionRepo implements SessionStore {
   history(tenant: string, sessionId: string, limit = Infinity): StoredMessage[] {
     checkSessionId(tenant, sessionId)
     if (limit <= 0) return []
-    const key = cacheKey(tenant, sessionId)
+    const key = sessionKey(tenant, sessionId)
     const cache = this.#inWrite ? undefined : this.#cache
     const rec = this.#record(tenant, sessionId)
     const hit = cache === undefined ? undefined : this.#fresh(key, rec)
@@ -190,7 +178,7 @@ export class SessionRepo implements SessionStore {
     const messages = this.#readRange(tenant, sessionId, rec.nextSeq - want, rec.nextSeq)
     if (cache !== undefined) {
       const kept = tail(messages, this.#cachePerSession)
-      cache.set(key, { messages: kept, complete: kept.length === rec.count, bytes: sizeOf(kept), sessionCreatedAt: rec.createdAt })
+      cache.set(key, { messages: kept, complete: kept.length === rec.count, bytes: storedMessagesBytes(kept), sessionCreatedAt: rec.createdAt })
     }
     return tail(messages, limit)
   }
@@ -202,7 +190,7 @@ export class SessionRepo implements SessionStore {
   messagesAt(tenant: string, sessionId: string, seqs: Iterable<number>): Map<number, StoredMessage> {
     checkSessionId(tenant, sessionId)
     const out = new Map<number, StoredMessage>()
-    const cached = this.#inWrite ? undefined : this.#fresh(cacheKey(tenant, sessionId), this.#record(tenant, sessionId))?.messages
+    const cached = this.#inWrite ? undefined : this.#fresh(sessionKey(tenant, sessionId), this.#record(tenant, sessionId))?.messages
     const first = cached?.[0]?.seq ?? Infinity
     for (const seq of seqs) {
       if (out.has(seq) || !Number.isInteger(seq) || seq < 0) continue
@@ -213,7 +201,7 @@ export class SessionRepo implements SessionStore {
         continue
       }
       const v = this.#store.messages.get([tenant, sessionId, seq])
-      if (v !== undefined) out.set(seq, stored(seq, asMessageRecord(v)))
+      if (v !== undefined) out.set(seq, fromRecord(seq, asMessageRecord(v)))
     }
     return out
   }
@@ -265,13 +253,13 @@ export class SessionRepo implements SessionStore {
         const from = Math.max(replaceFrom, rec.nextSeq - rec.count)
         for (let seq = from; seq < rec.nextSeq; seq++) {
           const old = db.get([tenant, sessionId, seq])
-          if (old !== undefined) pruned.push(stored(seq, asMessageRecord(old)))
+          if (old !== undefined) pruned.push(fromRecord(seq, asMessageRecord(old)))
           db.remove([tenant, sessionId, seq])
         }
         rec.count -= Math.max(0, rec.nextSeq - from)
         rec.nextSeq = Math.min(rec.nextSeq, from)
       }
-      const saved = records.map((r, i) => stored(rec.nextSeq + i, r))
+      const saved = records.map((r, i) => fromRecord(rec.nextSeq + i, r))
       for (const [i, r] of records.entries()) db.put([tenant, sessionId, rec.nextSeq + i], r)
       rec.nextSeq += records.length
       rec.count += records.length
@@ -282,7 +270,7 @@ export class SessionRepo implements SessionStore {
         // A message of this very exchange pruned at once is passed as the same object hooks get in `saved`, so they
         // can tell it from a replaced message (a rewind) whose seq a saved one took over.
         const old = seq >= firstSaved ? saved[seq - firstSaved] : db.get([tenant, sessionId, seq])
-        if (old !== undefined) pruned.push(seq >= firstSaved ? (old as StoredMessage) : stored(seq, asMessageRecord(old)))
+        if (old !== undefined) pruned.push(seq >= firstSaved ? (old as StoredMessage) : fromRecord(seq, asMessageRecord(old)))
         db.remove([tenant, sessionId, seq])
       }
       sessions.put([tenant, sessionId], rec)
@@ -293,8 +281,8 @@ export class SessionRepo implements SessionStore {
       }
       return { saved, pruned, after }
     })
-    if (replaceFrom === undefined) this.#patchCache(cacheKey(tenant, sessionId), saved, pruned)
-    else this.#cache?.delete(cacheKey(tenant, sessionId))
+    if (replaceFrom === undefined) this.#patchCache(sessionKey(tenant, sessionId), saved, pruned)
+    else this.#cache?.delete(sessionKey(tenant, sessionId))
     for (const done of after) done()
     return saved
   }
@@ -368,7 +356,7 @@ export class SessionRepo implements SessionStore {
       this.#store.sessionTimes.remove([tenant, rec.createdAt, sessionId])
       return true
     }, { releasing: true })
-    this.#cache?.delete(cacheKey(tenant, sessionId))
+    this.#cache?.delete(sessionKey(tenant, sessionId))
     for (const done of after) done()
     return existed
   }
@@ -438,7 +426,7 @@ export class SessionRepo implements SessionStore {
     for (const { key, value } of range) {
       const seq = Array.isArray(key) ? key[2] : undefined
       if (typeof seq !== 'number') throw new Error(`corrupt message key ${JSON.stringify(key)}`)
-      out.push(stored(seq, asMessageRecord(value)))
+      out.push(fromRecord(seq, asMessageRecord(value)))
     }
     return out
   }
@@ -467,73 +455,20 @@ export class SessionRepo implements SessionStore {
       messages = tail(messages, this.#cachePerSession)
       complete = false
     }
-    cache.set(key, { messages, complete, bytes: sizeOf(messages), sessionCreatedAt: entry.sessionCreatedAt })
+    cache.set(key, { messages, complete, bytes: storedMessagesBytes(messages), sessionCreatedAt: entry.sessionCreatedAt })
   }
-}
-
-/** Refuse ids the key encoding cannot keep distinct, or too long for an LMDB key: a 400 naming `sessionId`. */
-export function checkSessionId(tenant: string, sessionId: string): void {
-  if (sessionId.length === 0) throw invalidParam('sessionId', 'sessionId must be a non-empty string')
-  if (UNSAFE_ID.test(sessionId))
-    throw invalidParam('sessionId', 'sessionId must not contain control characters or unpaired surrogates')
-  if (Buffer.byteLength(tenant) + Buffer.byteLength(sessionId) + KEY_FIXED_BYTES > MAX_KEY_BYTES)
-    throw invalidParam('sessionId', 'sessionId is too long to store')
-}
-
-function cacheKey(tenant: string, sessionId: string): string {
-  // Session ids cannot contain NUL (checkSessionId), so this pairing is unambiguous.
-  return `${tenant}\u0000${sessionId}`
 }
 
 function tail<T>(items: T[], limit: number): T[] {
   return limit >= items.length ? items.slice() : items.slice(items.length - limit)
 }
 
-/**
- * What a cached message holds, at two bytes a character: its content, and the JSON of it that the chat path makes once
- * for the upstream body and keeps for as long as the message lives (chat/upstream-body.ts, keyed by the frozen
- * message or its frozen wire copy from the packer), which is the content again plus its escapes.
- */
-function sizeOf(messages: readonly StoredMessage[]): Bytes {
-  let bytes = 0
-  for (const m of messages) bytes += chars.get(m) ?? 0
-  return bytes
-}
-
-/** sizeOf's figure per message, made once when the message is decoded. */
-const chars = new WeakMap<StoredMessage, Bytes>()
-
-/** A stored message as reads return it (frozen, its text made): for callers that build histories themselves. */
-export function storedMessage(seq: number, message: ChatMessage, tokens: Tokens, createdAt: number): StoredMessage {
-  return stored(seq, { message, tokens, createdAt })
-}
-
-function stored(seq: number, r: MessageRecord): StoredMessage {
-  // Frozen, deeply: the same objects are handed out from the cache to every request, and the message itself goes
-  // upstream as it is (its JSON made once, chat/upstream-body.ts).
-  const message = deepFreeze(r.message)
-  const text = messageText(message)
-  const m = Object.freeze({ seq, role: message.role, message, text, tokens: r.tokens, createdAt: r.createdAt })
-  const plain = typeof message.content === 'string' && message.tool_calls === undefined
-  // Plain text: text plus JSON of about the same size. Anything else: its JSON (images, tool calls) counted as made.
-  chars.set(m, (plain ? text.length * 4 : text.length * 2 + JSON.stringify(message).length * 2) + MESSAGE_FIXED_BYTES)
-  return m
-}
-
-function deepFreeze<T>(v: T): T {
-  if (v !== null && typeof v === 'object' && !Object.isFrozen(v)) {
-    for (const x of Object.values(v)) deepFreeze(x)
-    Object.freeze(v)
-  }
-  return v
+function fromRecord(seq: number, r: MessageRecord): StoredMessage {
+  return storedMessage(seq, r.message, r.tokens, r.createdAt)
 }
 
 function info(id: string, rec: SessionRecord): SessionInfo {
   return { id, createdAt: rec.createdAt, updatedAt: rec.updatedAt, messageCount: rec.count }
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null
 }
 
 function asSessionRecord(v: unknown): SessionRecord {

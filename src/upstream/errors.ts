@@ -79,3 +79,12 @@ export function upstreamHttpError(status: number, bodyText: string, retryAfter?:
     fromUpstream: true,
   })
 }
+
+/**
+ * Some providers quote the API key they were given in their error message ("Incorrect API key provided: sk-…"). Error
+ * messages reach the logs (5xx) and the error registry, so the caller's key is cut out of the upstream's body first.
+ */
+export function withoutSecret(text: string, authorization: string): string {
+  const token = authorization.replace(/^\s*bearer\s+/i, '').trim()
+  return token.length >= 8 ? text.split(token).join('[redacted]') : text
+}

@@ -67,11 +67,19 @@ export class ModelCatalog {
     }
   }
 
-  /** The model's window if the upstream lists it; undefined if unknown or the list cannot be had. */
-  async contextLength(model: string, authorization?: string): Promise<Tokens | undefined> {
+  /**
+   * The model's window if the upstream lists it; undefined if unknown or the list cannot be had. `cancel`: a client
+   * that leaves stops waiting (its error is thrown), without aborting the shared fetch other requests wait on; its
+   * signal is read only on a miss, so a cached list costs no AbortSignal.
+   */
+  async contextLength(model: string, authorization?: string, cancel?: { readonly signal?: AbortSignal | undefined }): Promise<Tokens | undefined> {
+    const pending = this.#get(authorization)
+    // #get sets nothing synchronously on a miss: a cached list here means the answer is already there.
+    const left = this.#cached === undefined ? cancel?.signal : undefined
     try {
-      return (await this.#get(authorization)).windows.get(model)
-    } catch {
+      return (await (left === undefined ? pending : untilAborted(pending, left))).windows.get(model)
+    } catch (err) {
+      if (left?.aborted === true) throw err
       // Deliberately ignored: a chat must not fail because /models is down; the caller uses the default window.
       return undefined
     }
@@ -116,4 +124,25 @@ export class ModelCatalog {
     this.#cached = cached
     return cached
   }
+}
+
+/** `work`, or the signal's reason once it aborts first; `work` itself goes on (others may be waiting on it). */
+function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason)
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason)
+    signal.addEventListener('abort', onAbort, { once: true })
+    const settle = (): void => signal.removeEventListener('abort', onAbort)
+    // Both outcomes are handled here: the chained promise cannot reject.
+    void work.then(
+      (v) => {
+        settle()
+        resolve(v)
+      },
+      (err: unknown) => {
+        settle()
+        reject(err)
+      },
+    )
+  })
 }

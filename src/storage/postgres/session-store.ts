@@ -27,7 +27,8 @@ import {
   type SessionUsage,
   type StoredMessage,
 } from '../interface.js'
-import { checkSessionId, storedMessage } from '../session-repo.js'
+import { storedMessage } from '../../messages/stored-message.js'
+import { checkSessionId } from '../session-id.js'
 import { ms, type Pg, type Queryable, type Row } from './pool.js'
 
 export interface PgSessionStoreOptions {
