@@ -145,7 +145,7 @@ async function save(planner: ChatPlanner, tenant: Tenant, req: ChatRequest, prep
 
 /**
  * The status (200) is on the wire already when a stream ends: how it ended is reported beside it, in the request line
- * and in recallgate_stream_failures_total (main.ts, onRequestDone), or a failed stream would pass for a success.
+ * and in recallgate_stream_failures_total (observe/request-done.ts), or a failed stream would pass for a success.
  */
 export function annotateOutcome(facts: RequestFacts, outcome: StreamOutcome): void {
   facts.streamFailure = streamFailure(outcome)

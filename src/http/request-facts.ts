@@ -1,6 +1,6 @@
 /**
  * What a handler learns about its request while it runs, read once the response has finished by the request log line,
- * the metrics, usage and the trace (composed in main.ts). A class with every field declared, not a bag of optional
+ * the metrics, usage and the trace (observe/request-done.ts). A class with every field declared, not a bag of optional
  * keys: one shape for every request, and a typo is a compile error rather than a field nobody reads.
  */
 import type { StreamFailureReason } from '../types.js'
