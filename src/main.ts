@@ -16,6 +16,7 @@ import { ensureFirstKeyOnce, openGatewayStores } from './compose/stores.js'
 import { openUpstream } from './compose/upstream.js'
 import { ConfigError, envWithDotenv, loadConfig, type Config } from './config.js'
 import type { TokenCounter } from './context/tokenizer.js'
+import { admission } from './auth/admission.js'
 import { createHttpServer } from './http/server.js'
 import { createLogger, type Logger } from './log.js'
 import { createMetrics, type Metrics } from './metrics.js'
@@ -74,16 +75,18 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     const routes = routeTable({ config, clock, now, metrics, stores, upstream, indexes, planner, quotas, recorders, readiness })
     const http = createHttpServer({
       routes,
-      authenticator: limits.authenticator,
-      ...(limits.authFailures ? { authFailures: limits.authFailures } : {}),
-      limiter: limits.limiter,
+      admission: admission({
+        authenticator: limits.authenticator,
+        authFailures: limits.authFailures,
+        limiter: limits.limiter,
+        onRateLimited: (plan) => metrics.rateLimited(plan),
+      }),
       clock,
       headersTimeout: config.headersTimeout,
       requestTimeout: config.requestTimeout,
       maxHeaderBytes: config.maxHeaderBytes,
       // The time bound is the one every request has to send its body in.
       drain: { maxBytes: config.maxDrainBytes, timeout: config.requestTimeout },
-      onRateLimited: (plan) => metrics.rateLimited(plan),
       onRequestDone: requestDone({ logger, metrics, usage: recorders.usage, recorder: recorders.traces, now }),
     })
 

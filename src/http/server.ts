@@ -6,9 +6,7 @@
 import { randomUUID } from 'node:crypto'
 import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
-import type { AuthFailureLimiter } from '../auth/auth-failure-limiter.js'
-import type { Authenticator } from '../auth/authenticator.js'
-import { enforceDecision, type Limiter } from '../auth/rate-limiter.js'
+import type { Admission } from '../auth/admission.js'
 import { asGatewayError, gatewayError, toWire, type GatewayError } from '../errors.js'
 import type { Clock, Ms, PromptTrace, Tenant } from '../types.js'
 import { ClientGone } from './client-gone.js'
@@ -97,10 +95,8 @@ export interface RequestRecord {
 
 export interface HttpServerOptions {
   routes: RouteDef[]
-  authenticator: Authenticator
-  /** Failed authentications per client address (429 past the budget); none: not limited. */
-  authFailures?: AuthFailureLimiter
-  limiter: Limiter
+  /** Who may use a route that needs a key, at what rate (auth/admission.ts): the policy is not this module's. */
+  admission: Admission
   clock: Clock
   headersTimeout: Ms
   requestTimeout: Ms
@@ -108,7 +104,6 @@ export interface HttpServerOptions {
   /** How much of an unread body is read and discarded after an early answer, so the client sees it (drain.ts). */
   drain: DrainLimits
   onRequestDone?: (r: RequestRecord) => void
-  onRateLimited?: (plan: string) => void
 }
 
 export interface HttpServer {
@@ -250,25 +245,12 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
       ctx.params = found.match.params
       if (draining) throw gatewayError('shutting_down')
       if (def.auth) {
-        const address = req.socket.remoteAddress
-        try {
-          const who = opts.authenticator.authenticate(req.headers, { cacheOnly: opts.authFailures?.limited(address) })
-          // Only a caching key store asking its database answers with a promise: the usual path stays synchronous.
-          ctx.tenant = who instanceof Promise ? await who : who
-        } catch (err) {
-          // Only a failure costs anything here: a bucket lookup per failed key (an LRU get and some arithmetic).
-          throw opts.authFailures?.refuse(address, err) ?? err
-        }
-        try {
-          let d = opts.limiter.check(ctx.tenant.id, ctx.tenant.plan)
-          // Only a shared limiter answers with a promise: the embedded mode's check stays synchronous.
-          if (d instanceof Promise) d = await d
-          const headers = enforceDecision(d, ctx.tenant.plan)
-          for (const k in headers) res.setHeader(k, headers[k] as string)
-        } catch (err) {
-          if ((err as GatewayError).code === 'rate_limit_exceeded') opts.onRateLimited?.(ctx.tenant.plan)
-          throw err
-        }
+        // Only a caching key store asking its database, or a shared limiter, answers with a promise.
+        const who = opts.admission.authenticate(req.headers, req.socket.remoteAddress)
+        const tenant = (ctx.tenant = who instanceof Promise ? await who : who)
+        const limited = opts.admission.limit(tenant)
+        const headers = limited instanceof Promise ? await limited : limited
+        for (const k in headers) res.setHeader(k, headers[k] as string)
       }
       await def.handler(ctx)
     } catch (err) {

@@ -277,10 +277,6 @@ export class SessionRecall implements RecallIndexer {
     }
   }
 
-  /** Save changed graphs now (also done a few seconds after changes and on close). */
-  flush(): Promise<void> {
-    return this.#index.flush()
-  }
 
   close(): Promise<void> {
     return this.#index.close()
