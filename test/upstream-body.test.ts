@@ -2,7 +2,9 @@ import fc from 'fast-check'
 import './helpers/fc-seed.js'
 import { isDeepStrictEqual } from 'node:util'
 import t from 'tap'
-import { messageJson, upstreamBodyJson } from '../src/chat/upstream-body.js'
+import { messageJson, upstreamBody } from '../src/chat/upstream-body.js'
+
+const upstreamBodyJson = (f: Readonly<Record<string, unknown>>, messages: Parameters<typeof upstreamBody>[1]): string => upstreamBody(f, messages).json
 import type { ChatMessage, Role } from '../src/types.js'
 
 const role = fc.constantFrom<Role>('system', 'user', 'assistant')

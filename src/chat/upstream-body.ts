@@ -12,10 +12,6 @@ import type { ChatMessage } from '../types.js'
 
 const remembered = new WeakMap<ChatMessage, string>()
 
-export function upstreamBodyJson(fields: Readonly<Record<string, unknown>>, messages: readonly ChatMessage[]): string {
-  return upstreamBody(fields, messages).json
-}
-
 /** The body, and where in it the `messages` array's JSON starts (it ends one character before the body does). */
 export function upstreamBody(fields: Readonly<Record<string, unknown>>, messages: readonly ChatMessage[]): { json: string; messagesAt: number } {
   // The client's own `messages` is dropped (undefined is not serialised); a spread defines properties, so even a

@@ -128,7 +128,7 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
         metadataJson: '',
         includeUsage: true,
         maxEventBytes: o.limits.maxEventBytes,
-        saves: r.store || (chatReq.sessionId !== undefined && chatReq.saveToMemory),
+        saves: r.store || savesToSession(chatReq),
         onFirstToken: () => {
           ctx.facts.ttftMs = o.clock() - call.sentAt
         },
@@ -209,8 +209,13 @@ async function persist(o: ResponsesHandlerOptions, t: Turn, reply: ChatMessage, 
   }
 }
 
+/** The turn goes into the conversation's (session's) messages: what persistTurn saves besides the stored response. */
+function savesToSession(req: ChatRequest): boolean {
+  return req.sessionId !== undefined && req.saveToMemory
+}
+
 async function persistTurn(o: ResponsesHandlerOptions, t: Turn, reply: ChatMessage, f: Finished): Promise<void> {
-  if (t.chatReq.sessionId !== undefined && t.chatReq.saveToMemory) await o.planner.save(t.tenant, t.chatReq, t.prepared, reply)
+  if (savesToSession(t.chatReq)) await o.planner.save(t.tenant, t.chatReq, t.prepared, reply)
   if (!t.r.store) return
   const record: StoredResponse = {
     id: t.id,
