@@ -12,6 +12,7 @@ import { TraceRepo } from '../src/storage/trace-repo.js'
 import { TraceRecorder } from '../src/traces/trace-recorder.js'
 import { requestTrace } from '../src/traces/trace-record.js'
 import { messagesJsonOf, upstreamBody } from '../src/chat/upstream-body.js'
+import type { RequestTrace } from '../src/storage/interface.js'
 import type { PromptTrace } from '../src/types.js'
 
 function draft(content: string): PromptTrace {
@@ -42,15 +43,16 @@ const facts = (id: string, createdAt: number) => ({
   error: null,
 })
 
-function store(t: Test) {
+function openTraces(t: Test) {
   const dir = mkdtempSync(join(tmpdir(), 'rg-traces-'))
   const s = openStore({ dir })
   t.teardown(async () => {
     await s.close()
     rmSync(dir, { recursive: true, force: true })
   })
-  return new TraceRepo(s)
+  return { lmdb: s, repo: new TraceRepo(s) }
 }
+const store = (t: Test) => openTraces(t).repo
 
 t.test('queued traces are in the store after a flush, with the messages as the JSON sent upstream', async (t) => {
   const repo = store(t)
@@ -85,4 +87,57 @@ t.test('the queue is bounded: past maxPending the oldest queued are dropped and 
     await recorder.flush()
     t.equal((await repo.list(tenant, 100)).length, Math.min(max, 5) + (max === 0 ? 0 : 1))
   }
+})
+
+t.test('every field of a trace reads back as written, and traces stored by earlier versions still read', async (t) => {
+  const { lmdb, repo } = openTraces(t)
+  const full: RequestTrace = {
+    ...requestTrace(
+      {
+        ...draft('with everything'),
+        messageTokens: [5, 7, 9],
+        parts: { system: 1, history: 4, recall: 1, excerpts: 1 },
+        sources: [{ file_id: 'file_1', filename: 'refunds.md', chunk_index: 3, score: 0.42 }],
+        recalledMessages: 6,
+        leftOut: { historyMessages: 12, chunks: 2, retrievalReason: null },
+        sessionId: 'sess-1',
+      },
+      { ...facts('req_full', 5), cachedTokens: 4, status: 502, error: { code: 'upstream_error', message: 'bad gateway' } },
+    ),
+  }
+  await repo.append([{ tenant: 'tenant-f', trace: full }], 10)
+  t.same(await repo.get('tenant-f', 'req_full'), full, 'read back field for field')
+  // Before the tuple format, the record itself was the value: a console listing still shows those.
+  const old = { ...full, id: 'req_old', createdAt: 4 }
+  await lmdb.traces.put(['tenant-f', 4, 'req_old'], old)
+  // A value of a format this version does not know (written by a newer one) is skipped, not misread.
+  await lmdb.traces.put(['tenant-f', 3, 'req_new'], [99, 'req_new'])
+  t.same((await repo.list('tenant-f', 10)).map((x) => x.id), ['req_full', 'req_old'])
+  t.same(await repo.get('tenant-f', 'req_old'), old)
+})
+
+t.test('a tenant keeps exactly its newest REQUEST_TRACES, when the setting changes too, with traces of earlier versions', async (t) => {
+  const { lmdb, repo } = openTraces(t)
+  const trace = (id: string, at: number, sessionId: string | null = null) => requestTrace({ ...draft(id), sessionId }, facts(id, at))
+  const held = () => lmdb.traces.getCount({ start: ['tenant-r'], end: ['tenant-r', Uint8Array.of(0xff)] })
+  const ids = async () => (await repo.list('tenant-r', 100)).map((x) => x.id)
+  // Three traces as an earlier version stored them, each under its own key.
+  for (const at of [1, 2, 3]) await lmdb.traces.put(['tenant-r', at, `old${at}`], trace(`old${at}`, at))
+  const append = (keep: number, ...traces: RequestTrace[]) => repo.append(traces.map((x) => ({ tenant: 'tenant-r', trace: x })), keep)
+  await append(5, trace('a', 10), trace('b', 11, 'sess-x'), trace('c', 12), trace('d', 13))
+  t.same(await ids(), ['d', 'c', 'b', 'a', 'old3'], 'the newest five, the earlier version’s included')
+  t.equal(held(), 5, 'and no more are held')
+  // The clock going back does not reorder: the order is the order of arrival.
+  await append(5, trace('e', 5), trace('f', 14))
+  t.same(await ids(), ['f', 'e', 'd', 'c', 'b'])
+  t.equal(held(), 5)
+  await append(2, trace('g', 15))
+  t.same(await ids(), ['g', 'f'], 'REQUEST_TRACES lowered: the newest two')
+  t.equal(held(), 2)
+  await append(4, trace('h', 16, 'sess-x'), trace('i', 17))
+  t.same(await ids(), ['i', 'h', 'g', 'f'], 'raised: the ring grows as traces come')
+  t.equal(await repo.deleteSession('tenant-r', 'sess-x'), 1)
+  await append(4, trace('j', 18))
+  t.same(await ids(), ['j', 'i', 'g'], 'a deleted trace leaves a gap that the ring fills in turn')
+  t.same(await repo.list('tenant-other', 10), [], 'tenants apart')
 })

@@ -36,7 +36,7 @@ export class TraceRecorder {
     return this.#o.keep > 0
   }
 
-  /** Traces kept per tenant: what a listing returns at most (the store may briefly hold a few more). */
+  /** Traces kept per tenant: what a listing returns at most (the store holds no more). */
   get keep(): number {
     return this.#o.keep
   }
