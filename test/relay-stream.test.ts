@@ -24,7 +24,7 @@ interface Setup {
 }
 
 /** A server relaying `upstream` to one client request; the test pushes upstream bytes. */
-async function relay(t: Test, o: { includeUsage?: boolean; highWaterMark?: number; saves?: boolean } = {}): Promise<Setup> {
+async function relay(t: Test, o: { includeUsage?: boolean; highWaterMark?: number; saves?: boolean; prefix?: string } = {}): Promise<Setup> {
   const upstream = new Readable({ read() {}, highWaterMark: o.highWaterMark ?? 16 * 1024 })
   const saved: string[] = []
   let resolveOutcome: (v: StreamOutcome) => void = () => undefined
@@ -45,6 +45,7 @@ async function relay(t: Test, o: { includeUsage?: boolean; highWaterMark?: numbe
       includeUsage: o.includeUsage ?? false,
       maxEventBytes: 1024 * 1024,
       ...(o.saves === undefined ? {} : { saves: o.saves }),
+      ...(o.prefix === undefined ? {} : { prefix: o.prefix }),
       onComplete: async (reply) => void saved.push(reply.content as string),
     }).then(resolveOutcome)
   })
@@ -108,6 +109,17 @@ t.test('the headers reach the client while the upstream has sent nothing yet', a
   const s = await relay(t)
   const res = await s.response
   t.equal(res.statusCode, 200, 'headers out, no event yet')
+  s.upstream.push(chunk('late') + DONE)
+  s.upstream.push(null)
+  t.match(await text(res), /late.*\[DONE\]/s)
+})
+
+t.test('a prefix (the Responses opening events) reaches the client while the upstream has sent nothing, then the events', async (t) => {
+  const opening = 'event: response.created\ndata: {"type":"response.created"}\n\n'
+  const s = await relay(t, { prefix: opening })
+  const res = await s.response
+  const first = (await once(res, 'data')) as [Buffer]
+  t.equal(first[0].toString('utf8'), opening, 'the prefix alone, before any upstream event')
   s.upstream.push(chunk('late') + DONE)
   s.upstream.push(null)
   t.match(await text(res), /late.*\[DONE\]/s)

@@ -97,6 +97,11 @@ export interface RelayOptions {
    * instead of being relayed as it came. Absent on the chat path, which relays the upstream's bytes.
    */
   format?: StreamFormat
+  /**
+   * What the client gets before any upstream event (the Responses stream's opening events): it leaves with the first
+   * events in one write, or on its own on the next turn of the event loop when the upstream has sent none yet.
+   */
+  prefix?: string
 }
 
 /**
@@ -136,28 +141,37 @@ export const SSE_HEADERS: Readonly<Record<string, string>> = {
 export async function relayStream(o: RelayOptions): Promise<StreamOutcome> {
   // The response headers (written by the caller) leave with the first event, in the same write: one syscall fewer per
   // stream. Profiled on the plain relay (bench/relay.ts, serial streams), flushing them on their own was 9 % of the
-  // gateway's time per stream. An upstream that has sent no event yet still gets them out on the next turn of the
-  // event loop, so a client waiting for the headers is not kept waiting on the model.
+  // gateway's time per stream. An upstream that has sent no event yet still gets them (and the prefix) out on the next
+  // turn of the event loop, so a client waiting for the headers is not kept waiting on the model.
   let wrote = false
+  let early = (): void => {}
   const headersAlone = setImmediate(() => {
-    if (!wrote && !o.res.writableEnded && !o.res.destroyed) o.res.flushHeaders()
+    if (!wrote && !o.res.writableEnded && !o.res.destroyed) early()
   })
   try {
-    return await relay(o, () => (wrote = true))
+    return await relay(o, () => (wrote = true), (flushNow) => (early = flushNow))
   } finally {
     clearImmediate(headersAlone)
   }
 }
 
-async function relay(o: RelayOptions, onWrite: () => void): Promise<StreamOutcome> {
+async function relay(o: RelayOptions, onWrite: () => void, onEarly: (flushNow: () => void) => void): Promise<StreamOutcome> {
   const { res } = o
   const reply = new ReplyAssembler()
   let usage: Usage | undefined
   let metadataSent = false
   let done = false
   let upstreamError = false
-  let out = ''
+  let out = o.prefix ?? ''
   const format = o.format
+  /** Writes what is ready now, without waiting for `drain` (the next flush waits if this one filled the buffer). */
+  const writeNow = (): void => {
+    onWrite()
+    if (out === '') res.flushHeaders()
+    else res.write(out)
+    out = ''
+  }
+  onEarly(writeNow)
   /** The upstream's error chunk, converted, for a format that reports failures its own way. */
   let formatError: GatewayError | undefined
 
@@ -202,8 +216,14 @@ async function relay(o: RelayOptions, onWrite: () => void): Promise<StreamOutcom
         }
         if (chunk.usage) usage = chunk.usage
         const delta = chunk.choices?.[0]?.delta
-        if (delta !== undefined && reply.push(delta) && reply.pieces === 1) o.onFirstToken?.()
+        const first = delta !== undefined && reply.push(delta) && reply.pieces === 1
         out += format.chunk(chunk as Record<string, unknown>)
+        if (first) {
+          o.onFirstToken?.()
+          // The first output leaves at once, not after the rest of this network chunk's events are translated (an
+          // upstream that sends several events in one packet would otherwise hold the first text behind them all).
+          writeNow()
+        }
         return
       }
       if (chunk.error !== undefined) {

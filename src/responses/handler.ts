@@ -99,7 +99,7 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
     if (r.stream) fields.stream_options = { include_usage: true }
     const sent = upstreamBody(fields, prepared.messages)
     if (prepared.trace !== undefined) prepared.trace.messagesJson = messagesJsonOf(sent)
-    const call = await callUpstream(o.upstream, ctx, sent.json, {
+    const upstreamCall = callUpstream(o.upstream, ctx, sent.json, {
       authorization,
       stream: r.stream,
       clock: o.clock,
@@ -107,21 +107,17 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
     })
     const fileSearch = r.fileSearch === undefined ? undefined : fileSearchItem(prepared, r.include, newId)
     const turn: Turn = { tenant, r, id, createdAt, inputItems: input, inputMessages, chatReq, prepared, fileSearch }
+    // A stream's opening events (two snapshots of the response) are made while the upstream works on the request,
+    // not after it answers: off the time to first text.
+    const opening = r.stream ? openStream(turn) : undefined
+    const call = await upstreamCall
 
-    if (r.stream && call.eventStream) {
-      const translator = new ResponseStreamTranslator({
-        newId,
-        customTools: r.customTools,
-        base: (status, output, usage, error, incompleteDetails) => ({
-          ...snapshot(turn, { status, output, usage, error, incompleteDetails, completedAt: null }),
-          _metadata: prepared.metadata,
-        }),
-        ...(fileSearch === undefined ? {} : { leading: [fileSearch] }),
-      })
+    if (opening !== undefined && call.eventStream) {
+      const { translator } = opening
       let finished: ReturnType<ResponseStreamTranslator['finish']> | undefined
       ctx.res.writeHead(200, SSE_HEADERS)
-      ctx.res.write(encodeAll(translator.start()))
       const outcome = await relayStream({
+        prefix: opening.text,
         upstream: call.response.body,
         res: ctx.res,
         client: ctx.clientGone,
@@ -172,6 +168,20 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
     if (ctx.clientGone.aborted) throw gatewayError('client_closed_request')
     sendJson(ctx.res, 200, { ...snapshot(turn, { ...done, error: null, completedAt: unixSeconds(o.now()) }), _metadata: prepared.metadata })
   }
+}
+
+/** The stream's translator, started: its opening events (`created`, `in_progress`, a file search's item) as text. */
+function openStream(turn: Turn): { translator: ResponseStreamTranslator; text: string } {
+  const translator = new ResponseStreamTranslator({
+    newId,
+    customTools: turn.r.customTools,
+    base: (status, output, usage, error, incompleteDetails) => ({
+      ...snapshot(turn, { status, output, usage, error, incompleteDetails, completedAt: null }),
+      _metadata: turn.prepared.metadata,
+    }),
+    ...(turn.fileSearch === undefined ? {} : { leading: [turn.fileSearch] }),
+  })
+  return { translator, text: encodeAll(translator.start()) }
 }
 
 interface Turn {
