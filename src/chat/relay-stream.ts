@@ -243,6 +243,9 @@ async function relay(o: RelayOptions, onWrite: () => void, onEarly: (flushNow: (
       if (!metadataSent) {
         metadataSent = true
         out += `data: ${spliceMetadata(e.data, o.metadataJson)}\n\n`
+        // The first event leaves at once with the headers (time to first chunk), not after the rest of its network
+        // chunk: an upstream that sends many events in one packet would otherwise hold it behind all of them.
+        writeNow()
       } else {
         out += `data: ${e.data}\n\n`
       }
