@@ -41,8 +41,19 @@ export class UsageRecorder {
     this.#o = o
   }
 
+  /** The UTC day last written and the epoch-ms span it covers: a `Date` and its ISO string per request showed in the relay's profile. */
+  #today = { from: 0, to: 0, date: '' }
+
+  #day(ms: number): string {
+    const t = this.#today
+    if (ms >= t.from && ms < t.to) return t.date
+    const from = ms - (((ms % DAY_MS) + DAY_MS) % DAY_MS)
+    this.#today = { from, to: from + DAY_MS, date: utcDay(ms) }
+    return this.#today.date
+  }
+
   record(u: { tenant: string; model: string; inputTokens: Tokens; outputTokens: Tokens; cachedTokens: Tokens }): void {
-    const date = utcDay(this.#o.now())
+    const date = this.#day(this.#o.now())
     const key = `${u.tenant}\0${date}\0${u.model}`
     let p = this.#pending.get(key)
     if (p === undefined) {
@@ -79,7 +90,9 @@ export class UsageRecorder {
   }
 }
 
+const DAY_MS = 86_400_000
+
 /** `YYYY-MM-DD` of an epoch-ms instant, in UTC. */
-export function utcDay(ms: number): string {
+function utcDay(ms: number): string {
   return new Date(ms).toISOString().slice(0, 10)
 }
