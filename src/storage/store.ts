@@ -58,7 +58,7 @@ export interface Store {
   readonly items: Database<unknown, Key>
   /** [tenant, conversationId] → ConversationRecord (its items are the session with the same id). */
   readonly conversations: Database<unknown, Key>
-  /** [tenant, createdAt, requestId] → RequestTrace (the newest REQUEST_TRACES per tenant). */
+  /** [tenant, slot] → a RequestTrace tuple: a ring of REQUEST_TRACES slots per tenant (trace-repo.ts). */
   readonly traces: Database<unknown, Key>
   /** [tenant, date (YYYY-MM-DD, UTC), model] → UsageRow. */
   readonly usage: Database<unknown, Key>
