@@ -285,6 +285,10 @@ export class SearchIndex {
   ): Promise<IndexHit[]> {
     // Awaited below; this only keeps a failed read from going unhandled while the embedding throws first.
     read.catch(() => {})
+    // Put the read on the wire before ranking holds the event loop: node-postgres's pool hands a connection to a query
+    // on process.nextTick, which runs only once the microtask queue has drained, so without this turn the read would
+    // be sent after the ranking, not during it (measured: no overlap at all).
+    await new Promise<void>((resolve) => process.nextTick(resolve))
     const qv = await this.#embedQuery(query, mode, cancel)
     const entry = this.#loaded.get(namespace)
     // The ranking and the state it had applied, taken in one synchronous step. Applied, not `pending`: a change queued
