@@ -188,7 +188,7 @@ export class PgSessionStore implements SessionStore {
     checkSessionId(tenant, sessionId)
     if (messages.length === 0 && opts.replaceFrom === undefined) return []
     const now = this.#clock()
-    // Tokenized before the transaction: it holds the session's row lock.
+    // Tokenized before the statement: it holds the session's row lock.
     const tokens = messages.map((m) => {
       if (!STORED_ROLES.has(m.role)) throw new TypeError(`${m.role} messages are not stored in sessions`)
       return this.#counter.storedContentTokens(m)
