@@ -18,6 +18,7 @@ import { openStore } from '../src/storage/store.js'
 import { MIGRATIONS, SCHEMA_VERSION, migrate } from '../src/storage/postgres/migrations.js'
 import { Pg } from '../src/storage/postgres/pool.js'
 import { PgKeyStore } from '../src/storage/postgres/key-store.js'
+import { PgSessionStore } from '../src/storage/postgres/session-store.js'
 import { capturedIo } from './helpers/captured-io.js'
 import { freshDatabase, POSTGRES_SKIP_REASON, testDatabaseUrl, withoutService } from './helpers/services.js'
 
@@ -53,14 +54,17 @@ if (baseUrl === undefined) {
 
   t.test('from the previous version: the newest step applies over existing rows, which are kept', async (t) => {
     const pg = await open(t, await freshDatabase(t, baseUrl))
-    // The step before the newest (versions need not be consecutive: branches take numbers ahead of their merge).
-    const previous = MIGRATIONS.at(-2)?.version ?? 0
-    t.same((await migrate(pg.pool, { target: previous })).version, previous)
+    // The steps before the newest two (versions need not be consecutive: branches take numbers ahead of their merge).
+    const [older, previous] = [MIGRATIONS.at(-3)?.version ?? 0, MIGRATIONS.at(-2)?.version ?? 0]
+    t.same((await migrate(pg.pool, { target: older })).version, older)
     await pg.query('seed', `INSERT INTO response_items (tenant, item_id, response_id) VALUES ('t', 'msg_1', 'resp_1')`)
-    await pg.query('seed', `INSERT INTO sessions VALUES ('t', 's', 1, 1, 0, 0)`)
     // A key as every version before 5 stored it: its tenant was derived from its hash, and must stay so.
     const oldKey = 'rg_a-key-from-before-tenant-ids'
     await pg.query('seed', 'INSERT INTO keys (hash, id, plan, created_at) VALUES ($1, $2, $3, $4)', [hashKey(oldKey), 'key_old', 'pro', 1])
+    t.same((await migrate(pg.pool, { target: previous })).applied, [previous])
+    // A session saved by a replica of the previous version, with its own statements.
+    await pg.query('seed', `INSERT INTO sessions VALUES ('t', 's', 1, 1, 1, 1)`)
+    await pg.query('seed', `INSERT INTO messages VALUES ('t', 's', 0, '{"role":"user","content":"before"}', 1, 1)`)
     const up = await migrate(pg.pool)
     t.same(up.applied, [SCHEMA_VERSION])
     t.same(await versions(pg), MIGRATIONS.map((m) => m.version))
@@ -71,6 +75,11 @@ if (baseUrl === undefined) {
     const keys = new PgKeyStore(pg, { now: () => 2 })
     await keys.reload()
     t.same(keys.lookup(hashKey(oldKey)), { id: tenantIdFor(hashKey(oldKey)), plan: 'pro' }, 'and authenticates as that tenant')
+    // Version 6's statement continues the session the previous version saved.
+    const sessions = new PgSessionStore(pg, { maxMessagesPerSession: 10, clock: () => 2, counter: new TokenCounter({ margins: {} }) })
+    const saved = await sessions.appendExchange('t', 's', [{ role: 'user', content: 'after' }])
+    t.same(saved.map((m) => m.seq), [1])
+    t.same((await sessions.history('t', 's')).map((m) => m.message.content), ['before', 'after'])
   })
 
   t.test('replicas migrating at once: the advisory lock lets one apply, the others find it done', async (t) => {

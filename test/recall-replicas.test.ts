@@ -68,3 +68,38 @@ for (const engine of testableEngines(t, 'long-term recall over a shared store'))
     t.notMatch(await recalled(a, 'Bartholomew sardines'), /Bartholomew/, 'nor does the same id started again')
   })
 }
+
+for (const engine of testableEngines(t, 'long-term recall: odd saves')) {
+  t.test(`${engine.name}: a save's turns pruned at once are not indexed; another embedder starts the namespace over`, async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'recall-odd-'))
+    t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+    const stores = await engine.open(t, { maxMessagesPerSession: 2 })
+    const recallWith = (records: Stores, embedder: LocalEmbedder, name: string): SessionRecall => {
+      const r = new SessionRecall({ records: records.recall, embedder, counter, dataDir: join(dir, name), maxTokens: 4000, maxMessagesPerSession: 2 })
+      t.teardown(() => r.close())
+      return r
+    }
+    const first = recallWith(stores, new LocalEmbedder(), 'first')
+    const recalled = async (r: SessionRecall, query: string): Promise<string> => {
+      const c = await r.search('tenant-a', 's', query, 2000)
+      return c === undefined ? '' : [...c.ranked].map((seq) => c.turns.get(seq)?.content ?? '').join('\n')
+    }
+    // Four messages into a 2-message bound: the first two are pruned by the save that brings them.
+    const saved = await stores.sessions.appendExchange('tenant-a', 's', [...FACT, ...filler(1)])
+    t.same(saved.map((m) => m.seq), [0, 1, 2, 3])
+    t.same((await stores.sessions.history('tenant-a', 's')).map((m) => m.seq), [2, 3])
+    t.notMatch(await recalled(first, 'Bartholomew sardines'), /Bartholomew/, 'pruned at once: never indexed')
+    t.match(await recalled(first, 'weather train'), /weather/, 'the kept turns are')
+    const meta = await stores.recall.index.meta(first.namespaceOf('tenant-a', 's'))
+    t.match(meta, { count: 2, nextLabel: 2, version: 1 })
+
+    // Saved through an instance with another embedder (another dimension): the namespace starts over under it.
+    const another = await stores.another()
+    const other = recallWith(another, new LocalEmbedder({ dimension: 128 }), 'other')
+    await another.sessions.appendExchange('tenant-a', 's', FACT)
+    const after = await stores.recall.index.meta(other.namespaceOf('tenant-a', 's'))
+    t.match(after, { embedderId: 'local:hash-v1:128', dimension: 128, count: 2, version: 1 })
+    t.not(after?.epoch, meta?.epoch, 'a new epoch')
+    t.match(await recalled(other, 'Bartholomew sardines'), /Bartholomew/)
+  })
+}

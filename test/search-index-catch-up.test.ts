@@ -121,6 +121,76 @@ t.test('a log that no longer reaches back, or a new epoch, means a reload', asyn
   t.same(await labelsOf(b, 'volcanoes'), [0])
 })
 
+/** The store read across a network (PostgreSQL): while held, meta() answers only when released, with the state then. */
+class RemoteSource implements IndexSource {
+  readonly store: LoggedSource
+  changesRead = 0
+  #held: Array<() => void> | undefined
+
+  constructor(store: LoggedSource) {
+    this.store = store
+  }
+  hold(): void {
+    this.#held = []
+  }
+  release(): void {
+    const waiting = this.#held ?? []
+    this.#held = undefined
+    for (const answer of waiting) answer()
+  }
+  async meta(): Promise<NamespaceMeta | undefined> {
+    const held = this.#held
+    if (held !== undefined) await new Promise<void>((resolve) => held.push(resolve))
+    return this.store.meta_
+  }
+  documents() {
+    return this.store.documents()
+  }
+  vectors() {
+    return this.store.vectors()
+  }
+  changes(ns: string, from: number, to: number) {
+    this.changesRead++
+    return this.store.changes(ns, from, to)
+  }
+  added(ns: string, docs: ReadonlyArray<readonly [number, DocRef]>) {
+    return this.store.added(ns, docs)
+  }
+}
+
+t.test('ranked while the committed state is read: kept when nothing changed, ranked again when another process changed it', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'catch-up-ahead-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const store = new LoggedSource()
+  const remote = new RemoteSource(store)
+  const b = new SearchIndex({ dir, source: remote, embedder, saveDelay: 60_000 })
+  t.teardown(() => b.close())
+  const [, glacier] = await store.add(['the river guide is called Tamsin', 'the glacier guide is called Eirlys'])
+  t.same(await labelsOf(b, 'glacier Eirlys'), [glacier], 'loaded on first use')
+  t.equal((await b.search('ns', 'glacier guide Eirlys', 1, 'hybrid'))[0]?.label, glacier)
+  t.equal(remote.changesRead, 0, 'nothing changed: the ranking made meanwhile is the answer')
+
+  // A delete through another process commits while B's read of the state is in flight (B has ranked by then).
+  for (const mode of ['bm25', 'hybrid'] as const) {
+    const [doomed] = await store.add([`the ${mode} ferry timetable changes in winter`])
+    t.same((await b.search('ns', `${mode} ferry timetable`, 1, mode)).map((h) => h.label), [doomed])
+    remote.hold()
+    const searching = b.search('ns', `${mode} ferry timetable`, 5, mode)
+    await new Promise((resolve) => setImmediate(resolve))
+    store.remove([doomed!])
+    remote.release()
+    t.notOk((await searching).some((h) => h.label === doomed), `${mode}: the delete is final for that very search`)
+  }
+  // An upload likewise: found by the search whose read saw it.
+  remote.hold()
+  const searching = labelsOf(b, 'lighthouse keeper Morwenna')
+  await new Promise((resolve) => setImmediate(resolve))
+  const [lighthouse] = await store.add(['the lighthouse keeper is called Morwenna'])
+  remote.release()
+  t.same(await searching, [lighthouse], 'an upload committed meanwhile is found')
+  t.same(await labelsOf(b, 'lighthouse keeper Morwenna'), [lighthouse])
+})
+
 // Per store engine: two processes on one DATA_DIR (LMDB), or two replicas with their own DATA_DIRs on one database.
 for (const engine of testableEngines(t, 'knowledge base instances sharing a store')) {
   t.test(`${engine.name}: two knowledge base instances on one store see each other’s uploads and deletes at once`, async (t) => {

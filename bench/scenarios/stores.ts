@@ -132,7 +132,7 @@ export async function storesScenario(ctx: ScenarioContext): Promise<ScenarioResu
         measure: 'serial p50 of a saved exchange (20-message session)',
         baseline: `LMDB ${us(p50(saved, 'lmdb'))}`,
         value: us(p50(saved, 'postgres')),
-        delta: `+${us(added)}`,
+        delta: `${added >= 0 ? '+' : ''}${us(added)}`,
         target: '≤ +1.5 ms',
         pass: added <= 1.5,
       },

@@ -19,9 +19,14 @@ export function metaAfterAdd(before: IndexMeta | undefined, adding: number, dime
     nextLabel: first + adding,
   }
   // Namespaces written before epochs existed keep having none (their loaded indexes compare it).
-  const epoch = before === undefined ? randomBytes(6).toString('hex') : before.epoch
+  const epoch = before === undefined ? newEpoch() : before.epoch
   if (epoch !== undefined) meta.epoch = epoch
   return meta
+}
+
+/** A namespace's epoch, drawn when it is created. */
+export function newEpoch(): string {
+  return randomBytes(6).toString('hex')
 }
 
 /**

@@ -9,6 +9,7 @@
  * on both engines, whatever the database's default collation.
  */
 import type pg from 'pg'
+import { APPEND_EXCHANGE_SQL } from './append-exchange-sql.js'
 
 export interface Migration {
   readonly version: number
@@ -168,6 +169,13 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE keys ADD COLUMN tenant text;
       UPDATE keys SET tenant = 't_' || substr(hash, 1, 24) WHERE tenant IS NULL;
       CREATE INDEX sessions_by_created ON sessions (tenant, created_at DESC, session_id DESC);`,
+  },
+  {
+    version: 6,
+    name: 'recallgate_append_exchange: a saved exchange, long-term recall included, in one statement',
+    // Adds functions only, no table changes: a replica of the previous version keeps saving with its own statements
+    // (under the same locks, so both kinds of save queue on one another) until it is upgraded.
+    sql: APPEND_EXCHANGE_SQL,
   },
 ]
 

@@ -1,18 +1,20 @@
 /**
  * Long-term recall's records in PostgreSQL (the RecallStore contract): each session's namespace in the tables the
  * knowledge base uses (`vectors`, `index_meta`, `index_log`: index-records.ts), `recall_docs` (namespace, seq → label
- * and the rendered line's tokens) and `recall_owners` (namespace → tenant, session id). Written by PgSessionStore's
- * hooks in the save's and the delete's own transaction (after the session row lock, then the namespace's), so a turn
- * is indexed exactly when it is saved and its session's delete takes every record with it; every replica's loaded
- * recall index catches up from the namespace's change log before it searches.
+ * and the rendered line's tokens) and `recall_owners` (namespace → tenant, session id). Written in the save's own
+ * statement (recallgate_append_exchange, append-exchange-sql.ts: after the session row lock, then the namespace's;
+ * this module gives it its arguments) and by a hook in the delete's transaction, so a turn is indexed exactly when it
+ * is saved and its session's delete takes every record with it; every replica's loaded recall index catches up from
+ * the namespace's change log before it searches.
  */
-import { startsOver } from '../index-meta.js'
+import { encodeVector, newEpoch } from '../index-meta.js'
 import type { AfterCommit, RecallIndexer, RecallPrepared, RecallStore, RecallWrite, StoredMessage } from '../interface.js'
 import { indexable } from '../recall-indexable.js'
+import { isZeroVector } from '../../retrieval/zero-vector.js'
 import type { Tokens } from '../../types.js'
-import { addInTxn, lockNamespace, PgIndexRecords, removeInTxn } from './index-records.js'
+import { lockNamespace, PgIndexRecords } from './index-records.js'
 import type { Pg, Queryable } from './pool.js'
-import type { PgSessionStore } from './session-store.js'
+import type { PgRecallResult, PgSessionStore } from './session-store.js'
 
 export class PgRecallStore implements RecallStore {
   readonly #pg: Pg
@@ -55,13 +57,19 @@ export class PgRecallStore implements RecallStore {
   }
 
   attach(indexer: RecallIndexer): void {
-    this.#sessions.onAppendPrepared<RecallPrepared | undefined>(
-      (_tenant, _sessionId, messages) => indexer.prepare(messages),
-      async (c, tenant, sessionId, saved, pruned, prepared) => {
-        const write = await this.#write(c, indexer, tenant, sessionId, saved, pruned, prepared)
-        return () => indexer.saved(write)
-      },
-    )
+    this.#sessions.onSave<RecallPrepared | undefined>({
+      prepare: (_tenant, _sessionId, messages) => indexer.prepare(messages),
+      args: (tenant, sessionId, prepared) => ({
+        namespace: indexer.namespaceOf(tenant, sessionId),
+        embedderId: indexer.embedderId,
+        dimension: prepared?.vectors[0]?.length ?? 0,
+        epoch: newEpoch(),
+        // A zero vector has no index terms (the cosine graph cannot place it): not indexed (recall-indexable.ts).
+        vectors: prepared === undefined ? null : prepared.vectors.map((v) => (isZeroVector(v) ? null : encodeVector(v))),
+        lines: prepared?.lines ?? null,
+      }),
+      saved: (args, result, saved, pruned, prepared) => indexer.saved(recallWrite(args.namespace, result, saved, pruned, prepared)),
+    })
     this.#sessions.onDelete(async (c, tenant, sessionId): Promise<AfterCommit> => {
       const ns = indexer.namespaceOf(tenant, sessionId)
       await lockNamespace(c, ns)
@@ -70,49 +78,33 @@ export class PgRecallStore implements RecallStore {
       return () => indexer.deleted(ns)
     })
   }
+}
 
-  /** Inside the save's transaction, which holds the session's row lock. */
-  async #write(
-    c: Queryable,
-    indexer: RecallIndexer,
-    tenant: string,
-    sessionId: string,
-    saved: StoredMessage[],
-    pruned: Pick<StoredMessage, 'seq'>[],
-    prepared: RecallPrepared | undefined,
-  ): Promise<RecallWrite> {
-    const ns = indexer.namespaceOf(tenant, sessionId)
+/**
+ * What a save's statement did to the namespace, for the loaded index to follow: the added docs are those
+ * `indexable` picks, in order, which is how the statement picked them (a new message with a vector, not pruned at
+ * once). Were the two ever to disagree, the loaded index is dropped instead (it reloads from what was committed).
+ */
+function recallWrite(
+  ns: string,
+  r: PgRecallResult,
+  saved: StoredMessage[],
+  pruned: Pick<StoredMessage, 'seq'>[],
+  prepared: RecallPrepared | undefined,
+): RecallWrite {
+  const write: RecallWrite = { namespace: ns, dropped: r.dropped, gone: pruned.map((m) => m.seq) }
+  if (r.removed !== null) write.removed = r.removed
+  if (r.added !== null) {
     const docs = prepared === undefined ? [] : indexable(saved, pruned, prepared)
-    const write: RecallWrite = { namespace: ns, dropped: false, gone: pruned.map((m) => m.seq) }
-    if (docs.length === 0 && pruned.length === 0) return write
-    let before = await lockNamespace(c, ns)
-    if (prepared !== undefined && startsOver(before, indexer.embedderId, prepared.vectors[0]?.length ?? 0)) {
-      await drop(c, ns)
-      before = undefined
-      write.dropped = true
-    } else if (pruned.length > 0) {
-      const gone = await c.query<{ label: number }>('DELETE FROM recall_docs WHERE namespace = $1 AND seq = ANY($2::bigint[]) RETURNING label', [
-        ns,
-        write.gone,
-      ])
-      if (gone.rows.length > 0) {
-        write.removed = await removeInTxn(c, ns, before, gone.rows.map((r) => r.label))
-        before = write.removed.meta
-      }
+    if (docs.length !== r.added.count) return { namespace: ns, dropped: true, gone: write.gone }
+    const { fromVersion, meta, firstLabel } = r.added
+    const labels = docs.map((_, i) => firstLabel + i)
+    write.added = {
+      change: { fromVersion, meta, labels },
+      docs: docs.map((d, i) => ({ seq: d.m.seq, label: labels[i] as number, text: d.m.text, vector: d.vector })),
     }
-    if (docs.length > 0) {
-      await c.query('INSERT INTO recall_owners (namespace, tenant, session_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [ns, tenant, sessionId])
-      const change = await addInTxn(c, ns, before, docs.map((d) => d.vector), indexer.embedderId, docs.map((d) => [d.m.seq]))
-      await c.query('INSERT INTO recall_docs (namespace, seq, label, line) SELECT $1, * FROM unnest($2::bigint[], $3::int[], $4::int[])', [
-        ns,
-        docs.map((d) => d.m.seq),
-        change.labels,
-        docs.map((d) => d.line),
-      ])
-      write.added = { change, docs: docs.map((d, i) => ({ seq: d.m.seq, label: change.labels[i] as number, text: d.m.text, vector: d.vector })) }
-    }
-    return write
   }
+  return write
 }
 
 /** Every record of a recall namespace (the caller holds its lock). */

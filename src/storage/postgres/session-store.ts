@@ -1,11 +1,12 @@
 /**
  * Sessions and their messages in PostgreSQL (`sessions`, `messages`), with LMDB's guarantees (session-repo.ts):
  *
- * - One transaction per exchange: the session row is created if missing and locked `FOR UPDATE`, so concurrent
- *   appends to one session (from any replica) queue on it; seqs are assigned from the row inside the transaction,
- *   contiguous (appends at the tail, pruning at the head), so a session's messages are exactly seqs
- *   [next_seq - count, next_seq); `replaceFrom` and the pruning beyond `maxMessagesPerSession` happen in it too. The
- *   promise resolves once COMMIT has returned.
+ * - One transaction per exchange, and one statement (`recallgate_append_exchange`, append-exchange-sql.ts: one round
+ *   trip): the session row is created if missing and locked `FOR UPDATE`, so concurrent appends to one session (from
+ *   any replica) queue on it; seqs are assigned from the row inside the transaction, contiguous (appends at the tail,
+ *   pruning at the head), so a session's messages are exactly seqs [next_seq - count, next_seq); `replaceFrom` and the
+ *   pruning beyond `maxMessagesPerSession` happen in it too, and so does long-term recall's indexing of the turns. The
+ *   promise resolves once the statement, committed in autocommit, has returned.
  * - Tenant first in every key and every WHERE.
  * - The message is kept whole as `jsonb` (jsonb keeps values, not key order or whitespace: the JSON a later request
  *   sends upstream may order an object's keys differently than the client did).
@@ -13,14 +14,17 @@
  * No history cache here: every replica reads the committed rows, so a write through one is read by the next request on
  * any other (one indexed range read, newest first).
  *
- * Hooks (long-term recall, postgres/recall-store.ts) run inside a save's and a delete's transaction, on its connection,
- * after the session row is locked, like SessionRepo's in LMDB; what they return runs once COMMIT has returned.
+ * Long-term recall (postgres/recall-store.ts) takes part in a save through its arguments to that statement (`onSave`),
+ * and in a delete through a hook run inside the delete's transaction, on its connection, after the session row is
+ * locked, like SessionRepo's in LMDB; what follows each runs once the change has committed.
  */
 import type { TokenCounter } from '../../context/tokenizer.js'
-import type { ChatMessage, Clock, Role } from '../../types.js'
+import type { ChatMessage, Clock, Role, Tokens } from '../../types.js'
 import {
   SessionLimitError,
   type AfterCommit,
+  type IndexChange,
+  type IndexMeta,
   type SessionBounds,
   type SessionInfo,
   type SessionStore,
@@ -39,24 +43,49 @@ export interface PgSessionStoreOptions {
 
 const STORED_ROLES: ReadonlySet<Role> = new Set<Role>(['user', 'assistant', 'tool', 'function'])
 
+/** Long-term recall's arguments to a save's statement (recallgate_append_exchange). */
+export interface PgRecallArgs {
+  namespace: string
+  embedderId: string
+  /** The prepared vectors' dimension (a namespace of another embedder or dimension starts over). */
+  dimension: number
+  /** The epoch of the namespace if this save creates it. */
+  epoch: string
+  /** Per message, its vector's bytes, or null when it is not indexed; null altogether when nothing was prepared. */
+  vectors: Array<Buffer | null> | null
+  /** Per message, its rendered line's tokens. */
+  lines: Tokens[] | null
+}
+
+/** What the statement did to recall's namespace. */
+export interface PgRecallResult {
+  /** Dropped before the additions (its vectors came from another embedder). */
+  dropped: boolean
+  removed: IndexChange | null
+  /** The added docs took labels firstLabel .. firstLabel + count - 1, in the messages' order. */
+  added: { fromVersion: number; meta: IndexMeta; firstLabel: number; count: number } | null
+}
+
 /**
- * Inside a save's transaction: `saved` are the new messages, `pruned` the seqs removed (a rewind's, then the oldest
- * beyond the bound; a message of this save pruned at once is the same object as in `saved`).
+ * Long-term recall's part of a save: `prepare` runs before the statement (a failing prepare saves nothing), `args`
+ * go into it, `saved` runs once it has committed, with `saved` the new messages and `pruned` the seqs removed (a
+ * rewind's, then the oldest beyond the bound; a message of this save pruned at once is the same object as in `saved`).
  */
-export type PgAppendHook<P> = (
-  c: Queryable,
-  tenant: string,
-  sessionId: string,
-  saved: StoredMessage[],
-  pruned: Pick<StoredMessage, 'seq'>[],
-  prepared: P,
-) => Promise<AfterCommit | void>
+export interface PgSaveHook<P> {
+  prepare(tenant: string, sessionId: string, messages: readonly ChatMessage[]): Promise<P>
+  args(tenant: string, sessionId: string, prepared: P): PgRecallArgs
+  saved(args: PgRecallArgs, result: PgRecallResult, saved: StoredMessage[], pruned: Pick<StoredMessage, 'seq'>[], prepared: P): void
+}
+
 /** Inside a delete's transaction, with the session row locked and its records still there. */
 export type PgDeleteHook = (c: Queryable, tenant: string, sessionId: string) => Promise<AfterCommit | void>
 
-interface RegisteredHook {
-  prepare: (tenant: string, sessionId: string, messages: readonly ChatMessage[]) => Promise<unknown>
-  write: PgAppendHook<unknown>
+interface AppendResult extends PgRecallResult {
+  /** Set instead of the rest when a new session would pass the tenant's bound: the sessions it holds. */
+  limit?: number
+  first: number
+  replaced: number[]
+  pruned: number[]
 }
 
 interface SessionRow extends Row {
@@ -71,7 +100,7 @@ export class PgSessionStore implements SessionStore {
   readonly #max: number
   readonly #clock: Clock
   readonly #counter: TokenCounter
-  readonly #appendHooks: RegisteredHook[] = []
+  #saveHook: PgSaveHook<unknown> | undefined
   readonly #deleteHooks: PgDeleteHook[] = []
 
   constructor(pg: Pg, opts: PgSessionStoreOptions) {
@@ -83,9 +112,10 @@ export class PgSessionStore implements SessionStore {
     this.#counter = opts.counter
   }
 
-  /** A hook with an async `prepare` step run before the transaction (a failing prepare saves nothing). */
-  onAppendPrepared<P>(prepare: (tenant: string, sessionId: string, messages: readonly ChatMessage[]) => Promise<P>, write: PgAppendHook<P>): void {
-    this.#appendHooks.push({ prepare, write: write as PgAppendHook<unknown> })
+  /** Long-term recall's part in every save (one per store). */
+  onSave<P>(hook: PgSaveHook<P>): void {
+    if (this.#saveHook !== undefined) throw new Error('a session store takes one save hook')
+    this.#saveHook = hook as PgSaveHook<unknown>
   }
 
   onDelete(fn: PgDeleteHook): void {
@@ -158,63 +188,44 @@ export class PgSessionStore implements SessionStore {
     checkSessionId(tenant, sessionId)
     if (messages.length === 0 && opts.replaceFrom === undefined) return []
     const now = this.#clock()
-    // Tokenized before the transaction: it holds the session's row lock.
+    // Tokenized before the statement: it holds the session's row lock.
     const tokens = messages.map((m) => {
       if (!STORED_ROLES.has(m.role)) throw new TypeError(`${m.role} messages are not stored in sessions`)
       return this.#counter.storedContentTokens(m)
     })
-    const replaceFrom = opts.replaceFrom
     const max = Math.min(this.#max, opts.bounds?.maxMessages ?? Infinity)
     const maxSessions = opts.bounds?.maxSessions
-    const hooks = this.#appendHooks
-    const prepared = await Promise.all(hooks.map((h) => h.prepare(tenant, sessionId, messages)))
-    const after: AfterCommit[] = []
-    const saved = await this.#pg.transaction('append_exchange', async (c) => {
-      const rec = await lockSession(c, tenant, sessionId, now, maxSessions)
-      let nextSeq = ms(rec.next_seq)
-      let count = rec.count
-      const pruned: Pick<StoredMessage, 'seq'>[] = []
-      if (replaceFrom !== undefined) {
-        const from = Math.max(replaceFrom, nextSeq - count)
-        if (from < nextSeq) {
-          const gone = await c.query('DELETE FROM messages WHERE tenant = $1 AND session_id = $2 AND seq >= $3 RETURNING seq', [tenant, sessionId, from])
-          if (hooks.length > 0) for (const r of gone.rows as Row[]) pruned.push({ seq: ms(r.seq) })
-          count -= nextSeq - from
-          nextSeq = from
-        }
-      }
-      const first = nextSeq
-      const saved = messages.map((m, i) => storedMessage(first + i, m, tokens[i] ?? 0, now))
-      if (messages.length > 0) {
-        await c.query(
-          `INSERT INTO messages (tenant, session_id, seq, message, tokens, created_at)
-           SELECT $1, $2, $3 + n - 1, m::jsonb, t, $6 FROM unnest($4::text[], $5::int[]) WITH ORDINALITY AS x(m, t, n)`,
-          [tenant, sessionId, first, messages.map((m) => JSON.stringify(m)), tokens, now],
-        )
-        nextSeq += messages.length
-        count += messages.length
-      }
-      if (count > max) {
-        const gone = await c.query('DELETE FROM messages WHERE tenant = $1 AND session_id = $2 AND seq < $3 RETURNING seq', [
-          tenant,
-          sessionId,
-          nextSeq - max,
-        ])
-        // A message of this exchange pruned at once is passed as its object in `saved` (hooks skip indexing it).
-        for (const r of gone.rows as Row[]) pruned.push(saved[ms(r.seq) - first] ?? { seq: ms(r.seq) })
-        count = max
-      }
-      await c.query(
-        'UPDATE sessions SET updated_at = GREATEST(updated_at, $3), next_seq = $4, count = $5 WHERE tenant = $1 AND session_id = $2',
-        [tenant, sessionId, now, nextSeq, count],
-      )
-      for (const [i, hook] of hooks.entries()) {
-        const done = await hook.write(c, tenant, sessionId, saved, pruned, prepared[i])
-        if (done) after.push(done)
-      }
-      return saved
-    })
-    for (const done of after) done()
+    const hook = this.#saveHook
+    const prepared = hook === undefined ? undefined : await hook.prepare(tenant, sessionId, messages)
+    const recall = hook?.args(tenant, sessionId, prepared)
+    const rows = await this.#pg.query<{ r: AppendResult }>(
+      'append_exchange',
+      'SELECT recallgate_append_exchange($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) AS r',
+      [
+        tenant,
+        sessionId,
+        now,
+        messages.map((m) => JSON.stringify(m)),
+        tokens,
+        opts.replaceFrom ?? null,
+        max,
+        maxSessions ?? null,
+        recall?.namespace ?? null,
+        recall?.embedderId ?? null,
+        recall?.dimension ?? null,
+        recall?.epoch ?? null,
+        recall?.vectors ?? null,
+        recall?.lines ?? null,
+      ],
+    )
+    const r = rows[0]?.r
+    if (r === undefined) throw new Error('recallgate_append_exchange returned nothing')
+    if (r.limit !== undefined) throw new SessionLimitError(maxSessions ?? 0, r.limit)
+    const saved = messages.map((m, i) => storedMessage(r.first + i, m, tokens[i] ?? 0, now))
+    // A message of this exchange pruned at once is passed as its object in `saved` (the hook skips indexing it).
+    const pruned: Pick<StoredMessage, 'seq'>[] = r.replaced.map((seq) => ({ seq }))
+    for (const seq of r.pruned) pruned.push(saved[seq - r.first] ?? { seq })
+    if (hook !== undefined && recall !== undefined) hook.saved(recall, r, saved, pruned, prepared)
     return saved
   }
 
@@ -246,35 +257,6 @@ export class PgSessionStore implements SessionStore {
     for (const done of after) done()
     return gone
   }
-}
-
-/**
- * Create the session row if it is new, then lock it for this transaction (other appends to it wait on the lock).
- * A new row with `maxSessions` set is counted against it under a per-tenant advisory lock held to the commit, so
- * saves racing (from any replica) to create the tenant's last free session queue and the second sees the first's
- * row. Only a save that creates a session pays for the lock and the count (an index range over the tenant's rows).
- */
-async function lockSession(c: Queryable, tenant: string, sessionId: string, now: number, maxSessions: number | undefined): Promise<SessionRow> {
-  const created = await c.query(
-    `INSERT INTO sessions (tenant, session_id, created_at, updated_at, next_seq, count) VALUES ($1, $2, $3, $3, 0, 0)
-     ON CONFLICT (tenant, session_id) DO NOTHING RETURNING 1 AS created`,
-    [tenant, sessionId, now],
-  )
-  if (created.rows.length > 0 && maxSessions !== undefined) {
-    await c.query("SELECT pg_advisory_xact_lock(hashtextextended('sessions:' || $1, 0))", [tenant])
-    const res = await c.query<Row & { n: number }>('SELECT count(*)::int AS n FROM sessions WHERE tenant = $1', [tenant])
-    // The count includes the row just inserted: the tenant held one fewer before this save.
-    const used = (res.rows[0]?.n ?? 1) - 1
-    if (used >= maxSessions) throw new SessionLimitError(maxSessions, used)
-  }
-  const res = await c.query<SessionRow>(
-    'SELECT created_at, updated_at, next_seq, count FROM sessions WHERE tenant = $1 AND session_id = $2 FOR UPDATE',
-    [tenant, sessionId],
-  )
-  const row = res.rows[0]
-  // Only a delete committed between the two statements gets here; the caller's transaction rolls back and fails.
-  if (row === undefined) throw new Error('session deleted while an exchange was being saved')
-  return row
 }
 
 function info(id: string, r: SessionRow): SessionInfo {
