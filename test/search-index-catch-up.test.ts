@@ -101,6 +101,25 @@ t.test('a document added and removed before the catch-up is never indexed', asyn
   t.same(await labelsOf(b, 'glaciers'), [])
 })
 
+t.test('a search that comes while another search catches up waits for it: a delete made elsewhere is final for both', async (t) => {
+  const { source, b } = twoProcesses(t)
+  const [, doomed] = await source.add(['the river guide is called Tamsin', 'the ferry timetable changes in winter'])
+  t.same(await labelsOf(b, 'ferry timetable'), [doomed])
+  source.remove([doomed!])
+  // The log read is held, so the first search's catch-up is still in flight when the second search arrives.
+  let release = (): void => undefined
+  const held = new Promise<void>((resolve) => (release = resolve))
+  const changes = source.changes.bind(source)
+  source.changes = ((ns: string, from: number, to: number) => held.then(() => changes(ns, from, to))) as typeof source.changes
+  const first = labelsOf(b, 'ferry timetable')
+  await new Promise((resolve) => setImmediate(resolve))
+  const second = labelsOf(b, 'ferry timetable')
+  await new Promise((resolve) => setImmediate(resolve))
+  release()
+  t.same(await first, [], 'the search that started the catch-up')
+  t.same(await second, [], 'the one that came during it')
+})
+
 t.test('a log that no longer reaches back, or a new epoch, means a reload', async (t) => {
   const { source, b } = twoProcesses(t)
   await source.add(['one about deserts'])

@@ -162,6 +162,8 @@ interface Entry {
    * missed.
    */
   pending: { version: number; epoch: string | undefined }
+  /** A catch-up from the change log is queued or running: searches it covers wait for it (`#entry`). */
+  catchingUp?: boolean
   embedderId: string
   dimension: number
   dirty: boolean
@@ -431,7 +433,12 @@ export class SearchIndex {
     const cached = this.#loaded.get(namespace)
     if (cached !== undefined) {
       const { version, epoch } = cached.pending
-      if (epoch === meta?.epoch ? (meta?.version ?? 0) <= version : meta === undefined && version === 0) return cached
+      if (epoch === meta?.epoch ? (meta?.version ?? 0) <= version : meta === undefined && version === 0) {
+        // Covered by a catch-up another search started and that is still applying: wait for it in the queue, or this
+        // search would rank on the index from before another process's delete (final from the next request on).
+        if (cached.catchingUp && meta !== undefined && cached.version < meta.version) return this.#catchUp(namespace, cached, meta)
+        return cached
+      }
       // Behind within the same generation: apply what it missed from the change log (a few documents) rather than
       // reload the namespace (seconds at 100k chunks).
       if (meta !== undefined && epoch === meta.epoch && this.#hasLog()) return this.#catchUp(namespace, cached, meta)
@@ -552,9 +559,14 @@ export class SearchIndex {
    */
   #catchUp(namespace: string, entry: Entry, meta: NamespaceMeta): Promise<Entry> {
     this.#raisePending(entry, meta)
+    entry.catchingUp = true
     const done = this.#enqueue(entry, async () => {
-      if (entry.epoch === meta.epoch && entry.version >= meta.version) return
-      if (!(await this.#catchUpNow(namespace, entry, meta)) && this.#loaded.peek(namespace) === entry) this.#loaded.delete(namespace)
+      try {
+        if (entry.epoch === meta.epoch && entry.version >= meta.version) return
+        if (!(await this.#catchUpNow(namespace, entry, meta)) && this.#loaded.peek(namespace) === entry) this.#loaded.delete(namespace)
+      } finally {
+        entry.catchingUp = false
+      }
     })
     return done.then(() => {
       if (this.#loaded.peek(namespace) === entry) return entry
