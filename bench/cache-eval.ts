@@ -13,6 +13,17 @@
  * The client arm sends the same turns straight to the mock with its whole history, dropping its oldest turns when
  * the prompt and the 1,024-token reply reserve would not fit (what most apps do).
  * Arms: HISTORY_STEP 1 (the start moves with every turn once the window is full), 8, 16, 32, 64.
+ * Where the uncached tokens come from, per gateway arm: the recall block's and the excerpts' tokens per request (read
+ * from the body the mock received) and the "full misses", requests of ≥ 1,024 tokens with nothing cached (the
+ * history's start jumped). `--env A=1,B=2` sets gateway settings for every arm (RECALL_MAX_TOKENS, RECALL_KEEP_TOP…).
+ *
+ * Results (2026-11-26, issue 24; tuned on conv-41 at 16k, the others measured after):
+ *   conv-41, 16k: 90.6% at HISTORY_STEP=32 / RECALL_MAX_TOKENS=3000 (recall block 411 tokens/request, 9 full misses);
+ *     91.3% at 32 / 2400; 92.6% at 64 / 2400, the defaults (332 tokens/request, 6 full misses); 92.5% at 128 / 2400.
+ *   conv-26+conv-30 as one session, 16k: 90.2% → 92.7%; conv-26 / conv-30 / conv-41 at 8k: 71.4 / 76.2 / 63.6% →
+ *     76.1 / 80.3 / 69.3%. With RECALL=off, conv-41 at 8k reaches 92.6% (step 32) / 95.0% (64): at 8k the recall block
+ *     is what stands between the gateway and 92%. RECALL_KEEP_TOP (off by default, README "Prompt caching" for what it
+ *     costs recall) at 1 / 2 / 3 / 4: conv-41 8k 73.8 / 69.6 / 67.4 / 66.2% against 63.6% (old defaults).
  *
  * `--conversation conv-26+conv-30` replays several conversations one after the other into the one session: a session
  * long enough to overflow 16k that nothing was tuned on.

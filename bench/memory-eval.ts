@@ -28,6 +28,12 @@
  *   by category, defaults: multi-hop 66.8% (was 67.9%), temporal 94.6% (93.5%), open-domain 47.2% (41.7%),
  *   single-hop 95.6% (92.2%); newest-only 11.4 / 26.9 / 16.7 / 23.8%, naive 50.0 / 88.2 / 30.6 / 73.8%.
  *
+ *   At RECALL_MAX_TOKENS=2400 (the default since issue 24, for the prompt cache; 2026-11-26): 81.1% (82.8 / 85.8 /
+ *   77.1%), leave-one-out over the neighbour weights 80.7% (82.8 / 85.8 / 76.2%). `--keep-top` (RECALL_KEEP_TOP, at 3000):
+ *   0: 81.9%   2: 79.0% (78.8 / 83.0 / 77.1)   4: 81.1% (81.3 / 85.8 / 78.6), leave-one-out over the weights 80.2%
+ *   8: 81.5% → off: here questions follow one another without moving the window, and a block sent again for a question
+ *   whose best hits it happens to hold lacks the deeper-ranked evidence.
+ *
  *   Target ≥ 85% over all three: NOT met at 4,096 (81.9%); met on conv-30 (86.8%), the issue's reference conversation
  *   (its 27% newest-only and 67% naive figures are conv-30's).
  *
