@@ -12,7 +12,8 @@
  *      units that cannot be sent as they are, an unanswered call or an orphaned result, are skipped), starting at a
  *      user message, up to maxHistoryMessages;
  *      (3b. when the history does not fit and `recall` is given: part of its room for recalled older turns.)
- * Order sent: request system/developer, history oldest first, recalled turns, retrieved context, request others.
+ * Order sent: request system/developer, history oldest first, recalled turns, retrieved context, request others. A
+ * recall block sent again unchanged (`RecalledBlock.before`) stays inside the history, where it was first sent.
  * What is the same from one turn of a session to the next comes first and what changes per request last, so
  * consecutive prompts share a prefix providers can cache; the per-request messages go right before the request's own
  * messages, which begin with a whole unit (planner: a request carrying tool results starts with their call), so

@@ -18,6 +18,9 @@
  * them with their neighbours; `select` (synchronous, called by the packer with the room it has) builds the block
  * (recall-block.ts) and returns it with its exact token count, worked out from line counts stored at save time
  * instead of tokenizing the recalled turns again (o200k models; others get one exact count of the rendered block).
+ * With `keepTop` (RECALL_KEEP_TOP), the block each session last sent is remembered (per process, bounded) and sent
+ * again, unchanged, while it still holds the query's best hits: a provider can then cache it (README, Prompt caching,
+ * for what that gains and what it costs recall).
  */
 import { join } from 'node:path'
 import { LRUCache } from 'lru-cache'
