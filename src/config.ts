@@ -106,6 +106,8 @@ export interface Config {
   recallMaxTokens: Tokens
   /** Most turns each ranking (BM25, vectors) offers recall per request (fewer when the block's room is small). */
   recallTopK: number
+  /** The previous recall block is sent again while it holds this many of the query's best hits (0: never). */
+  recallKeepTop: number
   /** Sessions whose recall indexes stay loaded in memory (least recently used evicted). */
   recallLoadedSessions: number
   /** Request traces kept per tenant (the console's requests view, /api/v1/requests); 0 records none. */
@@ -199,7 +201,7 @@ export const DEFAULTS = {
   FILE_TOKENS_ESTIMATE: '1000',
   TOKEN_MARGINS: 'openai:0,anthropic:0.15,google:0.15,meta-llama:0.1,mistralai:0.15,*:0.1',
   MAX_HISTORY_MESSAGES: '400',
-  HISTORY_STEP: '32',
+  HISTORY_STEP: '64',
   PROMPT_CACHE: 'auto',
   MAX_SESSION_MESSAGES: '10000',
   RAG_BUDGET_SHARE: '0.25',
@@ -212,8 +214,9 @@ export const DEFAULTS = {
   CHUNK_OVERLAP: '80',
   RECALL: 'on',
   RECALL_RECENT_SHARE: '0.2',
-  RECALL_MAX_TOKENS: '3000',
+  RECALL_MAX_TOKENS: '2400',
   RECALL_TOP_K: '100',
+  RECALL_KEEP_TOP: '0',
   RECALL_LOADED_SESSIONS: '64',
   REQUEST_TRACES: '100',
   EMBEDDINGS: 'local',
@@ -403,6 +406,7 @@ export function loadConfig(env: Env): Config {
     recallRecentShare: share('RECALL_RECENT_SHARE'),
     recallMaxTokens: int('RECALL_MAX_TOKENS', 0),
     recallTopK: int('RECALL_TOP_K', 1, 1000),
+    recallKeepTop: int('RECALL_KEEP_TOP', 0, 1000),
     recallLoadedSessions: int('RECALL_LOADED_SESSIONS', 1),
     requestTraces: int('REQUEST_TRACES', 0, 10_000),
     embeddings,

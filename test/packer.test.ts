@@ -315,6 +315,46 @@ t.test('recall seam: only when history does not fit, between history and the ret
   t.same(dropped.messages, without.messages)
 })
 
+t.test('a recall block sent again stays where it was first sent: turns saved since come after it', async (t) => {
+  const history = conversation(60, 'message with a few words')
+  const window = pack(input({ reserve: 0 })).totalTokens + 400
+  const block: ChatMessage = { role: 'user', content: 'Earlier turns of this conversation:\nuser: turn 2' }
+  const recall = (before: number | undefined) => ({ recentShare: 0.5, select: () => ({ message: block, messages: 1, ...(before === undefined ? {} : { before }) }) })
+  const plain = pack(input({ reserve: 0, window, history, recall: recall(undefined) }))
+  t.same(plain.messages.at(-2), block, 'no position: right after the history')
+  const first = history.length - plain.includedHistory
+
+  // Placed before a kept user turn: everything after it is the turns saved since, then the request.
+  const at = first + 4
+  const inside = pack(input({ reserve: 0, window, history, recall: recall(at) }))
+  const i = inside.messages.indexOf(block)
+  t.equal(i, at - first, 'before the turn with that seq')
+  t.same(inside.messages.slice(i + 1, -1), history.slice(at).map((h) => h.message))
+  t.equal(inside.totalTokens, encodeChat(inside.messages as Chat, 'gpt-4o').length, 'counted exactly wherever it is')
+  t.equal(inside.stableMessages, inside.messages.length - 1, 'the block is part of the stable prefix there')
+
+  // An assistant turn never follows the block's position: the next user turn is taken.
+  const odd = pack(input({ reserve: 0, window, history, recall: recall(at + 1) }))
+  t.equal(odd.messages.indexOf(block), at + 2 - first)
+  // Before the kept window, or past the history: at its two ends, never dropped.
+  t.equal(pack(input({ reserve: 0, window, history, recall: recall(0) })).messages.indexOf(block), 0)
+  t.same(pack(input({ reserve: 0, window, history, recall: recall(history.length) })).messages.at(-2), block)
+
+  // Never between a tool call and its results: the block goes before the next user turn after the unit.
+  const tools: StoredMessage[] = [
+    ...conversation(40, 'message with a few words'),
+    storedMessage(40, { role: 'user', content: 'look it up' }, 3, 0),
+    storedMessage(41, { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{}' } }] }, 8, 0),
+    storedMessage(42, { role: 'tool', tool_call_id: 'c1', content: 'found' }, 2, 0),
+    storedMessage(43, { role: 'assistant', content: 'it is found' }, 4, 0),
+    storedMessage(44, { role: 'user', content: 'thanks' }, 2, 0),
+    storedMessage(45, { role: 'assistant', content: 'welcome' }, 2, 0),
+  ]
+  const around = pack(input({ reserve: 0, window, history: tools, recall: recall(41) }))
+  const j = around.messages.indexOf(block)
+  t.same(around.messages[j + 1], { role: 'user', content: 'thanks' })
+})
+
 /** A stored history of random units: plain turns, answered tool units, and units that cannot be sent as they are. */
 const unitHistoryArb = fc
   .array(

@@ -87,6 +87,26 @@ for (const engine of testableEngines(t, 'long-term recall')) {
     t.equal(session.messages.length, 68, 'saveToMemory:false saved nothing; recall only read')
   })
 
+  t.test(`${engine.name}: RECALL_KEEP_TOP: a follow-up on the same fact gets the same block, so the prompt repeats the previous one`, async (t) => {
+    const h = await harness(t, { RECALL_KEEP_TOP: '2' })
+    await longSession(h, 'long')
+    // Not saved: the window stays where it is (where a block sent again goes inside the history: test/packer.test.ts).
+    await chat(h, 'long', QUESTION, { saveToMemory: false })
+    const first = sent(h)
+    t.match(first.at(-2)?.content, /^Earlier turns of this conversation[^]*Bartholomew/)
+    const meta = await chat(h, 'long', 'Does Bartholomew still eat only sardines?', { saveToMemory: false })
+    const second = sent(h)
+    t.same(second.slice(0, -1), first.slice(0, -1), 'the same history and the same block, byte for byte')
+    t.same(second.at(-1), { role: 'user', content: 'Does Bartholomew still eat only sardines?' })
+    fitsExactly(t, h, meta)
+
+    // Another topic: its best hits are not in the block, so a new one is chosen.
+    await chat(h, 'long', `What did I say about the ${WORDS[1]} and the ${WORDS[4]}?`, { saveToMemory: false })
+    const third = sent(h)
+    t.notOk(mentions(third, 'sardines'), 'the old block is gone')
+    t.same(third.slice(0, first.length - 2), first.slice(0, -2), 'the history before it is unchanged')
+  })
+
   t.test(`${engine.name}: a turn that asks nothing recalls nothing, even the same words said long ago`, async (t) => {
     const h = await harness(t)
     for (let i = 0; i < 34; i++) await chat(h, 'thanks', i === 3 ? 'Thanks a lot, that helps!' : filler(i))

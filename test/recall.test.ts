@@ -118,6 +118,48 @@ t.test('a planted fact comes back for a question about it, with its neighbours, 
   t.equal(unrelated, undefined, 'no term in common: nothing at all')
 })
 
+t.test('keepTop: the previous block is sent again, unchanged, while it holds the best hits and the window has not moved', async (t) => {
+  const s = setup(t, { recall: { tuning: { keepTop: 2 } } })
+  await longSession(s, 'ta', 's1', 30, 3)
+  const ctx = { recent: new Set<number>(), oldestRecentSeq: 40, nextSeq: 60 }
+  const ask = async (q: string, at = ctx) => {
+    const c = await s.recall.search('ta', 's1', q, 2000)
+    return c === undefined ? undefined : s.recall.select(c, { room: 2000, ...at }, MODEL)
+  }
+  const first = await ask("What is my grandmother's cat called?")
+  if (first === undefined) return t.fail('nothing recalled')
+  t.equal(first.before, 60, 'a new block goes after the history (then before the turns saved after it)')
+  s.recall.sent('ta', 's1', { seqs: first.seqs, oldestRecentSeq: 40, before: first.before })
+
+  // A follow-up on the same fact: its best hits are in the block, which comes back byte for byte, where it was.
+  const again = await ask('Does Bartholomew still eat only sardines?', { ...ctx, nextSeq: 62 })
+  t.equal(again?.message.content, first.message.content)
+  t.equal(again?.before, 60)
+  t.same(again?.seqs, first.seqs)
+
+  // Another topic: its best hits are not in the block, so a new one is chosen.
+  const other = await ask('Anything about the printer?', { ...ctx, nextSeq: 62 })
+  t.notMatch(other?.message.content ?? '', /Bartholomew/)
+  t.equal(other?.before, 62)
+
+  // The recent window moved (the prompt's prefix changed anyway): chosen afresh, placed at the end.
+  const moved = await ask('Does Bartholomew still eat only sardines?', { ...ctx, oldestRecentSeq: 44, nextSeq: 62 })
+  t.equal(moved?.before, 62)
+
+  // No block last time: nothing to send again.
+  s.recall.sent('ta', 's1', undefined)
+  t.equal((await ask('Does Bartholomew still eat only sardines?', { ...ctx, nextSeq: 62 }))?.before, 62)
+
+  // keepTop 0 remembers nothing.
+  const off = setup(t)
+  await longSession(off, 'ta', 's1', 30, 3)
+  const c = await off.recall.search('ta', 's1', "What is my grandmother's cat called?", 2000)
+  const b = c && off.recall.select(c, { room: 2000, ...ctx }, MODEL)
+  off.recall.sent('ta', 's1', b && { seqs: b.seqs, oldestRecentSeq: 40, before: b.before })
+  const c2 = await off.recall.search('ta', 's1', 'Does Bartholomew still eat only sardines?', 2000)
+  t.equal(c2?.previous, undefined)
+})
+
 t.test('the block: preamble, one fence, oldest first, dated by day, gaps marked, nothing from the recent window', async (t) => {
   const s = setup(t)
   for (let i = 0; i < 12; i++) {

@@ -110,7 +110,7 @@ t.test('a search that comes while another search catches up waits for it: a dele
   let release = (): void => undefined
   const held = new Promise<void>((resolve) => (release = resolve))
   const changes = source.changes.bind(source)
-  source.changes = ((ns: string, from: number, to: number) => held.then(() => changes(ns, from, to))) as typeof source.changes
+  source.changes = ((ns: string, from: number, to: number) => held.then(() => changes(ns, from, to))) as unknown as typeof source.changes
   const first = labelsOf(b, 'ferry timetable')
   await new Promise((resolve) => setImmediate(resolve))
   const second = labelsOf(b, 'ferry timetable')

@@ -18,6 +18,7 @@ import type { KnowledgeBase, SearchHit } from '../knowledge/knowledge-base.js'
 import { renderContextMessage } from '../knowledge/knowledge-base.js'
 import { DEFAULT_RELEVANCE_GATE, relevantHits, type NotRetrieved, type RelevanceGate } from '../knowledge/relevance.js'
 import type { RecallCandidates, SessionRecall } from '../recall/session-recall.js'
+import type { SentBlock } from '../recall/recall-block.js'
 import type { ChatPlanner, PreparedChat } from './handler.js'
 import type { Metadata } from './metadata.js'
 import type { Usage } from './relay-stream.js'
@@ -188,6 +189,8 @@ export class Planner implements ChatPlanner {
       }
     }
 
+    // The block the packer took (it selects once when the block's room is fixed): remembered for the next request.
+    let chosen: SentBlock | undefined
     const result = pack({
       window: usable,
       reserve,
@@ -214,7 +217,9 @@ export class Planner implements ChatPlanner {
               maxTokens: recall.service.maxTokens,
               select: (ctx) => {
                 const block = recall.service.select(recalled, ctx, model)
-                return block && { message: block.message, messages: block.seqs.length, seqs: block.seqs, tokens: block.tokens }
+                // A round that finds nothing leaves the packer with the block it had.
+                if (block !== undefined) chosen = { seqs: block.seqs, oldestRecentSeq: ctx.oldestRecentSeq, before: block.before }
+                return block && { message: block.message, messages: block.seqs.length, seqs: block.seqs, tokens: block.tokens, ...(block.before === undefined ? {} : { before: block.before }) }
               },
             },
       messageTokens,
@@ -222,6 +227,8 @@ export class Planner implements ChatPlanner {
       chatOverhead: o.counter.chatOverhead(model),
     })
 
+    if (recall !== undefined && req.sessionId !== undefined)
+      recall.service.sent(tenant.id, req.sessionId, result.recalledMessages > 0 ? chosen : undefined)
     const usedHits = result.selectedChunks.map((i) => hits[i] as SearchHit)
     const metadata: Metadata = {
       memory: {

@@ -70,7 +70,7 @@ export function openIndexes(opts: {
         maxTokens: config.recallMaxTokens,
         maxMessagesPerSession: config.maxSessionMessages,
         maxLoadedSessions: config.recallLoadedSessions,
-        tuning: { candidates: config.recallTopK, ...opts.recallTuning },
+        tuning: { candidates: config.recallTopK, keepTop: config.recallKeepTop, ...opts.recallTuning },
         onError: (err, what) => logger.warn({ err }, what),
       })
     : undefined

@@ -12,7 +12,8 @@
  *      units that cannot be sent as they are, an unanswered call or an orphaned result, are skipped), starting at a
  *      user message, up to maxHistoryMessages;
  *      (3b. when the history does not fit and `recall` is given: part of its room for recalled older turns.)
- * Order sent: request system/developer, history oldest first, recalled turns, retrieved context, request others.
+ * Order sent: request system/developer, history oldest first, recalled turns, retrieved context, request others. A
+ * recall block sent again unchanged (`RecalledBlock.before`) stays inside the history, where it was first sent.
  * What is the same from one turn of a session to the next comes first and what changes per request last, so
  * consecutive prompts share a prefix providers can cache; the per-request messages go right before the request's own
  * messages, which begin with a whole unit (planner: a request carrying tool results starts with their call), so
@@ -57,6 +58,8 @@ export interface RecallInput {
     recent: ReadonlySet<number>
     /** Seq of the oldest recent message included, if any: recalled turns come from before it. */
     oldestRecentSeq: number | undefined
+    /** The seq after the newest stored message: where a block first sent now would stay (`RecalledBlock.before`). */
+    nextSeq: number
   }) => RecalledBlock | undefined
 }
 
@@ -74,6 +77,13 @@ export interface RecalledBlock {
    * re-tokenizing stored turns, see recall/session-recall.ts) saves counting it twice. Else the packer counts it.
    */
   tokens?: Tokens
+  /**
+   * The seq of the history message the block goes before: the first kept message from this seq on that opens a user
+   * turn. A block sent again unchanged stays where it was first sent (then right after the history), so the turns
+   * saved since come after it and the prompt's prefix runs through the block. Absent, or no such message kept: after
+   * the history.
+   */
+  before?: number
 }
 
 export interface PackInput {
@@ -198,13 +208,23 @@ export function pack(input: PackInput): PackResult {
 
   const messages: ChatMessage[] = [...input.requestSystem]
   const tokens: Tokens[] = input.requestSystem.map(messageTokens)
+  const before = recalled?.before
+  // Inside the history only at a unit that opens a user turn: never between a call and its results.
+  const opensTurn = before === undefined ? undefined : new Set(units.filter((u) => u.complete && opensWithUser(history, u)).map((u) => u.start))
+  let placed = false
   for (const i of recent.indexes) {
     const h = history[i] as StoredMessage
+    if (recalled !== undefined && !placed && before !== undefined && h.seq >= before && opensTurn?.has(i) === true) {
+      messages.push(recalled.message)
+      tokens.push(recalled.tokens)
+      placed = true
+    }
     messages.push(h.message)
     tokens.push(input.historyMessageTokens(h))
   }
+  // A block placed inside the history is part of what stays the same while it is sent again.
   const stableMessages = messages.length
-  if (recalled !== undefined) {
+  if (recalled !== undefined && !placed) {
     messages.push(recalled.message)
     tokens.push(recalled.tokens)
   }
@@ -352,7 +372,7 @@ function selectRecall(
   if (room <= 0) return undefined
   const seqs = new Set<number>()
   for (const i of recent.indexes) seqs.add((history[i] as StoredMessage).seq)
-  const picked = recall.select({ room, recent: seqs, oldestRecentSeq: history[recent.start]?.seq })
+  const picked = recall.select({ room, recent: seqs, oldestRecentSeq: history[recent.start]?.seq, nextSeq: (history.at(-1)?.seq ?? -1) + 1 })
   if (picked === undefined || picked.messages <= 0) return undefined
   const tokens = picked.tokens ?? messageTokens(picked.message)
   return tokens <= room ? { ...picked, tokens } : undefined

@@ -43,6 +43,21 @@ export interface RecallTurn {
 export interface RecallCandidates {
   ranked: number[]
   turns: ReadonlyMap<number, RecallTurn>
+  /**
+   * The block the session's previous request sent (its turns are in `turns`), and the recent window it was chosen
+   * against: sent again, unchanged, while it still holds this query's best hits (see `selectBlock`).
+   */
+  previous?: SentBlock
+}
+
+/**
+ * A block as sent: its turns' seqs, ascending, the oldest seq of the recent window it came with, and the seq of the
+ * history message it goes before (context/packer.ts, `RecalledBlock.before`).
+ */
+export interface SentBlock {
+  seqs: readonly number[]
+  oldestRecentSeq: number | undefined
+  before: number | undefined
 }
 
 export interface BlockCounting {
@@ -85,7 +100,9 @@ export function selectBlock(
   ctx: { budget: Tokens; recent: ReadonlySet<number>; oldestRecentSeq: number | undefined },
   neighbours: Neighbours,
   counting: BlockCounting,
-): { content: string; seqs: number[]; tokens: Tokens } | undefined {
+  /** The previous block is sent again when it holds this many of the query's best hits (0: never). */
+  keepTop = 0,
+): { content: string; seqs: number[]; tokens: Tokens; again?: true } | undefined {
   if (ctx.budget <= 0) return undefined
   const headers = new Map<number, string>()
   const headerOf = (ms: number): string => {
@@ -102,6 +119,9 @@ export function selectBlock(
     return n.seq === p.seq + 1 ? 0 : counting.piece('…\n')
   }
   const fenceCost = (fence: string): Tokens => (fence === '' ? 0 : counting.piece(`${fence}\n`) + counting.piece(fence))
+
+  const again = keepTop > 0 ? previousBlock(c, ctx, keepTop, usable, gap, fenceCost, counting, headerOf) : undefined
+  if (again !== undefined) return again
 
   // The cost is kept up to date as turns are inserted (a full recount per candidate measured ~0.25 ms per request).
   const chosen: RecallTurn[] = []
@@ -147,6 +167,51 @@ export function selectBlock(
     turns = turns.filter((t) => !last.includes(t))
   }
   return undefined
+}
+
+/**
+ * The previous request's block, rendered again (the same turns render the same text, so a provider's cache covers it
+ * too), when the recent window has not moved, every turn is still there and usable, its `keepTop` best usable hits are
+ * in it, and it fits.
+ */
+function previousBlock(
+  c: RecallCandidates,
+  ctx: { budget: Tokens; oldestRecentSeq: number | undefined },
+  keepTop: number,
+  usable: (t: RecallTurn | undefined) => t is RecallTurn,
+  gap: (p: RecallTurn | undefined, n: RecallTurn | undefined) => Tokens,
+  fenceCost: (fence: string) => Tokens,
+  counting: BlockCounting,
+  headerOf: (ms: number) => string,
+): { content: string; seqs: number[]; tokens: Tokens; again: true } | undefined {
+  const prev = c.previous
+  if (prev === undefined || prev.seqs.length === 0 || prev.oldestRecentSeq !== ctx.oldestRecentSeq) return undefined
+  const turns: RecallTurn[] = []
+  for (const seq of prev.seqs) {
+    const t = c.turns.get(seq)
+    if (!usable(t)) return undefined
+    turns.push(t)
+  }
+  const held = new Set(prev.seqs)
+  let checked = 0
+  for (const seq of c.ranked) {
+    if (checked >= keepTop) break
+    if (!usable(c.turns.get(seq))) continue
+    if (!held.has(seq)) return undefined
+    checked++
+  }
+  let fence = ''
+  let total = counting.piece(`${RECALL_PREAMBLE}\n\n`)
+  let p: RecallTurn | undefined
+  for (const t of turns) {
+    if (t.fence.length > fence.length) fence = t.fence
+    total += gap(p, t) + counting.line(t)
+    p = t
+  }
+  total += fenceCost(fence)
+  const content = render(turns, headerOf)
+  const tokens = counting.whole?.(content) ?? total
+  return tokens <= ctx.budget ? { content, seqs: turns.map((t) => t.seq), tokens, again: true } : undefined
 }
 
 function around(hit: RecallTurn, turns: ReadonlyMap<number, RecallTurn>, neighbours: Neighbours): RecallTurn[] {

@@ -18,6 +18,9 @@
  * them with their neighbours; `select` (synchronous, called by the packer with the room it has) builds the block
  * (recall-block.ts) and returns it with its exact token count, worked out from line counts stored at save time
  * instead of tokenizing the recalled turns again (o200k models; others get one exact count of the rendered block).
+ * With `keepTop` (RECALL_KEEP_TOP), the block each session last sent is remembered (per process, bounded) and sent
+ * again, unchanged, while it still holds the query's best hits: a provider can then cache it (README, Prompt caching,
+ * for what that gains and what it costs recall).
  */
 import { join } from 'node:path'
 import { LRUCache } from 'lru-cache'
@@ -34,7 +37,7 @@ import { reciprocalRankFusion } from '../retrieval/fusion.js'
 import { neighbourSmoothed } from './neighbour-scores.js'
 import { SearchIndex, type IndexHit } from '../retrieval/search-index.js'
 import type { HnswParams } from '../retrieval/vector-index.js'
-import { recallTurn, renderLine, selectBlock, type BlockCounting, type Neighbours, type RecallCandidates, type RecallTurn } from './recall-block.js'
+import { recallTurn, renderLine, selectBlock, type BlockCounting, type Neighbours, type RecallCandidates, type RecallTurn, type SentBlock } from './recall-block.js'
 
 export { RECALL_PREAMBLE, type RecallCandidates } from './recall-block.js'
 
@@ -57,6 +60,11 @@ export interface RecallTuning {
   neighbourWeight: number
   /** How many BM25 hits are read per candidate kept, so that neighbours' scores are known when smoothing. */
   lexicalDepth: number
+  /**
+   * The session's previous block is sent again, unchanged (so the provider's cache covers it), while the recent window
+   * has not moved and the block holds this many of the query's best hits; 0 selects a new block for every request.
+   */
+  keepTop: number
 }
 
 /** Chosen with bench/memory-eval.ts (LoCoMo, 4,096-token window); the figures are in its header. */
@@ -68,6 +76,7 @@ export const DEFAULT_RECALL_TUNING: Omit<RecallTuning, 'vectorWeight'> = {
   neighbours: 'both',
   neighbourWeight: 0.5,
   lexicalDepth: 4,
+  keepTop: 0,
 }
 
 /**
@@ -110,6 +119,8 @@ export interface RecallBlock {
   seqs: number[]
   /** Exact tokens `message` adds to the chat for the model it was selected for (framing included). */
   tokens: Tokens
+  /** The seq of the history message it goes before (context/packer.ts); absent: after the history. */
+  before: number | undefined
 }
 
 /** Long queries (a pasted document) are cut: ranking cost grows with query terms. */
@@ -133,6 +144,8 @@ export class SessionRecall implements RecallIndexer {
   readonly #lines: LRUCache<string, Map<number, Tokens>>
   /** namespaceOf is a SHA-256 (~20 µs): remembered for recently used sessions. */
   readonly #namespaces = new LRUCache<string, string>({ max: 4096 })
+  /** The block each recently active session's last request sent (`keepTop`), by session key. */
+  readonly #sent = new LRUCache<string, SentBlock>({ max: 4096 })
 
   /** The most a recall block takes (RECALL_MAX_TOKENS), framing included. */
   get maxTokens(): Tokens {
@@ -225,6 +238,8 @@ export class SessionRecall implements RecallIndexer {
 
     const wanted = new Set<number>()
     for (const seq of ranked) for (const s of [seq - 1, seq, seq + 1]) wanted.add(s)
+    const previous = this.#tuning.keepTop > 0 ? this.#sent.get(sessionKey(tenant, sessionId)) : undefined
+    for (const s of previous?.seqs ?? []) wanted.add(s)
     const messages = await this.#records.messagesAt(tenant, sessionId, wanted)
     const lines = this.#linesOf(ns, meta.epoch)
     const missing = [...messages.keys()].filter((seq) => !lines.has(seq))
@@ -239,7 +254,15 @@ export class SessionRecall implements RecallIndexer {
       }
       turns.set(seq, recallTurn(m, line))
     }
-    return { ranked: ranked.filter((s) => turns.has(s)), turns }
+    return { ranked: ranked.filter((s) => turns.has(s)), turns, ...(previous ? { previous } : {}) }
+  }
+
+  /** What the session's request sent (undefined: no block), for the next request's `keepTop`. */
+  sent(tenant: string, sessionId: string, block: SentBlock | undefined): void {
+    if (this.#tuning.keepTop <= 0) return
+    const key = sessionKey(tenant, sessionId)
+    if (block === undefined) this.#sent.delete(key)
+    else this.#sent.set(key, block)
   }
 
   /**
@@ -248,7 +271,7 @@ export class SessionRecall implements RecallIndexer {
    */
   select(
     c: RecallCandidates,
-    ctx: { room: Tokens; recent: ReadonlySet<number>; oldestRecentSeq: number | undefined },
+    ctx: { room: Tokens; recent: ReadonlySet<number>; oldestRecentSeq: number | undefined; nextSeq?: number },
     model: string,
   ): RecallBlock | undefined {
     const budget = Math.min(ctx.room, this.#maxTokens) - this.#counter.messageTokensFromContent(BLOCK_ROLE, 0, model)
@@ -268,12 +291,14 @@ export class SessionRecall implements RecallIndexer {
         whole: count,
       }
     }
-    const block = selectBlock(c, { budget, recent: ctx.recent, oldestRecentSeq: ctx.oldestRecentSeq }, this.#tuning.neighbours, counting)
+    const block = selectBlock(c, { budget, recent: ctx.recent, oldestRecentSeq: ctx.oldestRecentSeq }, this.#tuning.neighbours, counting, this.#tuning.keepTop)
     if (block === undefined) return undefined
     return {
       message: { role: BLOCK_ROLE, content: block.content },
       seqs: block.seqs,
       tokens: this.#counter.messageTokensFromContent(BLOCK_ROLE, block.tokens, model),
+      // Sent again: where it was first sent; new: after the history, then before the turns saved after it.
+      before: block.again === true && c.previous !== undefined ? c.previous.before : ctx.nextSeq,
     }
   }
 
