@@ -50,8 +50,9 @@
  * of them, and the hashed vectors do not help there. Run time ~6 min on 2 shared cores.
  *
  * Usage: node dist/bench/rag-eval.js [--chunks 64,96,128] [--overlap 0,16] [--modes bm25,vector,hybrid]
- *        [--k 20] [--budget 1000] [--rrf 60] [--limit 0] [--gate 0.3,0.5,0.2 (min, full, floor)] [--json]
- *        node dist/bench/rag-eval.js --precision [--min 0,0.3] [--full 0,0.5] [--floor 0,0.2] (chunk 192/80, top-k 8 unless given)
+ *        [--k 20] [--budget 1000] [--rrf 60] [--limit 0] [--gate 0.3,0.5,0.2,0.5 (min, full, floor, ratio)] [--json]
+ *        node dist/bench/rag-eval.js --precision [--min 0,0.3] [--full 0,0.5] [--floor 0,0.2] [--ratio 0,0.5] [--cap 100]
+ *        (chunk 192/80, top-k 8 unless given)
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -294,11 +295,13 @@ async function precision(
   const mins = nums(arg('min', '0,0.2,0.25,0.3,0.35,0.4'))
   const fulls = nums(arg('full', '0,0.4,0.5,0.6,0.7'))
   const floors = nums(arg('floor', '0'))
+  const ratios = nums(arg('ratio', '0'))
   const gates: RelevanceGate[] = cfg.gates ?? []
   if (cfg.gates === undefined)
     for (const minRelevance of mins)
       for (const fullRelevance of fulls)
-        for (const hitFloor of floors) if (fullRelevance === 0 || fullRelevance > minRelevance) gates.push({ minRelevance, fullRelevance, hitFloor })
+        for (const hitFloor of floors)
+          for (const scoreRatio of ratios) if (fullRelevance === 0 || fullRelevance > minRelevance) gates.push({ minRelevance, fullRelevance, hitFloor, scoreRatio })
   interface Cell { hit: number; ans: number; ansTokens: number; un: number; unTokens: number; unNone: number; chat: number; chatTokens: number; chatNone: number }
   const halves: Cell[][] = []
   for (const half of [0, 1]) {
@@ -350,7 +353,9 @@ async function precision(
   const per = (a: number, b: number): string => (a / Math.max(1, b)).toFixed(0)
   const noAnswer = (c: Cell): number => (c.unTokens + c.chatTokens) / Math.max(1, c.un + c.chat)
   const name = (g: RelevanceGate): string =>
-    (g.minRelevance === 0 && g.fullRelevance === 0 ? 'no gate' : `${g.minRelevance} / ${g.fullRelevance || g.minRelevance}`) + (g.hitFloor ? ` floor ${g.hitFloor}` : '')
+    (g.minRelevance === 0 && g.fullRelevance === 0 ? 'no gate' : `${g.minRelevance} / ${g.fullRelevance || g.minRelevance}`) +
+    (g.hitFloor ? ` floor ${g.hitFloor}` : '') +
+    (g.scoreRatio ? ` ratio ${g.scoreRatio}` : '')
   console.log(`SQuAD halves (even / odd articles uploaded), chunk ${cfg.chunk}/${cfg.overlap}, top-k ${cfg.k}, budget ${cfg.budget}; unanswerable = the other half's questions + ${chat.length} LoCoMo chit-chat turns`)
   console.log('| gate (min / full) | half | answerable hit | tokens | unanswerable questions: tokens (none) | chit-chat: tokens (none) | no-answer tokens/request |')
   console.log('|---|---|---|---|---|---|---|')
@@ -361,17 +366,18 @@ async function precision(
     }),
   )
   if (gates.length < 3) return
-  console.log('\nLeave-one-out (choose on one half: best answerable hit with ≤ 150 no-answer tokens per request; measure on the other):')
+  const cap = Number(arg('cap', '100'))
+  console.log(`\nLeave-one-out (choose on one half: best answerable hit with ≤ ${cap} no-answer tokens per request, then fewest answerable tokens; measure on the other):`)
   for (const tune of [0, 1]) {
     const cells = halves[tune] as Cell[]
     let best = -1
     cells.forEach((c, i) => {
-      if (noAnswer(c) > 150) return
-      const b = cells[best]
-      if (best < 0 || c.hit > (b as Cell).hit) best = i
+      if (noAnswer(c) > cap) return
+      const b = cells[best] as Cell | undefined
+      if (b === undefined || c.hit > b.hit || (c.hit === b.hit && c.ansTokens < b.ansTokens)) best = i
     })
     if (best < 0) {
-      console.log(`  tuned on ${tune ? 'odd' : 'even'}: no setting within 150 tokens`)
+      console.log(`  tuned on ${tune ? 'odd' : 'even'}: no setting within ${cap} tokens`)
       continue
     }
     const m = (halves[1 - tune] as Cell[])[best] as Cell
@@ -389,8 +395,8 @@ async function main(): Promise<void> {
   const limit = Number(arg('limit', '0'))
   const vw = process.argv.includes('--vw') ? Number(arg('vw', '1')) : undefined
   const d = DEFAULT_RELEVANCE_GATE
-  const [gMin, gFull, gFloor] = nums(arg('gate', `${d.minRelevance},${d.fullRelevance},${d.hitFloor ?? 0}`))
-  const gate: RelevanceGate = { minRelevance: gMin ?? 0, fullRelevance: gFull ?? 0, hitFloor: gFloor ?? 0 }
+  const [gMin, gFull, gFloor, gRatio] = nums(arg('gate', `${d.minRelevance},${d.fullRelevance},${d.hitFloor ?? 0},${d.scoreRatio ?? 0}`))
+  const gate: RelevanceGate = { minRelevance: gMin ?? 0, fullRelevance: gFull ?? 0, hitFloor: gFloor ?? 0, scoreRatio: gRatio ?? 0 }
   const data = load()
   if (process.argv.includes('--precision')) return precision(data, { chunk: Number(arg('chunks', '192')), overlap: Number(arg('overlap', '80')), k: Number(arg('k', '8')), budget, rrf })
   if (limit > 0) data.questions = data.questions.filter((_, i) => i % Math.ceil(data.questions.length / limit) === 0)
