@@ -96,6 +96,8 @@ export interface Config {
   ragFullRelevance: number
   /** Above RAG_FULL_RELEVANCE, each chunk's own relevance must reach this to go in (knowledge/relevance.ts hitFloor). */
   ragChunkMinRelevance: number
+  /** Above RAG_FULL_RELEVANCE, a chunk's BM25 score must reach this share of the best one's (knowledge/relevance.ts scoreRatio). */
+  ragScoreRatio: number
   chunkTokens: Tokens
   chunkOverlap: Tokens
 
@@ -210,6 +212,7 @@ export const DEFAULTS = {
   RAG_MIN_RELEVANCE: '0.3',
   RAG_FULL_RELEVANCE: '0.5',
   RAG_CHUNK_MIN_RELEVANCE: '0.2',
+  RAG_SCORE_RATIO: '0.5',
   CHUNK_TOKENS: '192',
   CHUNK_OVERLAP: '80',
   RECALL: 'on',
@@ -400,6 +403,7 @@ export function loadConfig(env: Env): Config {
     ragMinRelevance: share('RAG_MIN_RELEVANCE'),
     ragFullRelevance: share('RAG_FULL_RELEVANCE'),
     ragChunkMinRelevance: share('RAG_CHUNK_MIN_RELEVANCE'),
+    ragScoreRatio: share('RAG_SCORE_RATIO'),
     chunkTokens,
     chunkOverlap,
     recallEnabled: recall === 'on',

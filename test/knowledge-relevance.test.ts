@@ -54,3 +54,36 @@ t.test('learned embedder: cosine similarity counts, so paraphrases pass the gate
   t.ok(pets !== undefined && pets.relevance > 0.99, `no shared word, cosine 1: ${pets?.relevance}`)
   t.same(relevantHits(hits, { minRelevance: 0.3, fullRelevance: 0.5 }).reason, undefined)
 })
+
+t.test('score ratio: a question one passage answers gets that passage, a vague one several', async (t) => {
+  // Each paragraph is a chunk of its own (64-token chunks, paragraphs of 40-odd tokens). Every one mentions refunds;
+  // only the first is about gift cards.
+  const kb = await kbWith(t, new LocalEmbedder(), {
+    'refunds.txt': [
+      'Gift card refunds: a gift card bought by mistake is refunded to the original payment method within five working days, provided the card was never used. A card that was partly spent cannot be refunded, but its balance never expires.',
+      'Refunds for shoes are paid once the returned pair reaches our warehouse in its box, unworn, with the receipt, usually within two weeks of posting it back. Sale items can be exchanged for another size but are not refunded.',
+      'Refunds for furniture are paid after a courier collects the item from your home; the collection is free within thirty days of the delivery date. Assembled items must be taken apart again before the courier arrives.',
+      'Refunds for electronics are paid after our technicians check the returned device and confirm that it works and that every accessory is included. Opened software, headphones and memory sticks are not taken back.',
+    ].join('\n\n'),
+  })
+  const gate = { minRelevance: 0.3, fullRelevance: 0.5, hitFloor: 0.2 }
+  const specific = await kb.search('t', 'are gift card refunds paid within days?', 8)
+  t.ok(specific.length >= 4, 'the ranking holds every paragraph (they all mention refunds)')
+  t.ok(specific.every((h) => h.lexical !== undefined), 'each ranked chunk carries its BM25 score')
+  t.ok(relevantHits(specific, gate).hits.length >= 2, 'without the ratio, chunks sharing "refunds paid within days" go in too')
+  const kept = relevantHits(specific, { ...gate, scoreRatio: 0.5 }).hits
+  t.same(kept.map((h) => h.text.slice(0, 10)), ['Gift card '], 'with it, the passage that stands out goes in alone')
+  const vague = await kb.search('t', 'when are refunds paid?', 8)
+  t.ok(relevantHits(vague, { ...gate, scoreRatio: 0.5 }).hits.length >= 3, 'a question every paragraph answers as well gets several')
+})
+
+t.test('score ratio: a chunk only the vectors found is held to the floor alone', (t) => {
+  const hits = [
+    { relevance: 0.9, lexical: 10 },
+    { relevance: 0.6, lexical: 4 },
+    { relevance: 0.7 }, // a learned embedder's paraphrase: no BM25 score
+    { relevance: 0.1 },
+  ]
+  t.same(relevantHits(hits, { minRelevance: 0.3, fullRelevance: 0.5, hitFloor: 0.2, scoreRatio: 0.5 }).hits, [hits[0], hits[2]])
+  t.end()
+})

@@ -39,6 +39,11 @@ export interface SearchHit {
    * a learned embedder, the larger of that and the chunk's cosine similarity to the query.
    */
   relevance: number
+  /**
+   * The chunk's BM25 score when the lexical ranking found it (undefined for a chunk only the vectors found): the gate
+   * keeps the chunks scoring near the best one (relevance.ts `scoreRatio`).
+   */
+  lexical?: number
   text: string
   tokens: Tokens
   heading_path?: string[]
@@ -259,7 +264,7 @@ export class KnowledgeBase {
     const learned = (this.#embedder.fusionWeight ?? 1) >= 1
     const out: SearchHit[] = []
     const rows = await this.#chunksAt(tenant, hits.map((h) => h.ref as [string, number]))
-    for (const [i, { score, similarity, relevance: lexical }] of hits.entries()) {
+    for (const [i, { score, similarity, relevance: lexical, lexical: bm25 }] of hits.entries()) {
       const row = rows[i]
       // A hit whose rows are gone was deleted between ranking and lookup: it is not returned.
       if (row === undefined) continue
@@ -271,6 +276,7 @@ export class KnowledgeBase {
         chunk_index: index,
         score,
         relevance: learned && similarity !== undefined ? Math.max(lexical, similarity) : lexical,
+        ...(bm25 === undefined ? {} : { lexical: bm25 }),
         text: chunk.text,
         tokens: chunk.tokens,
         ...(chunk.headingPath.length ? { heading_path: chunk.headingPath } : {}),

@@ -111,6 +111,11 @@ export interface IndexHit {
   similarity?: number
   /** Bm25Index.relevance of the document for the query: how much of the query it holds, 0–1. */
   relevance: number
+  /**
+   * The document's BM25 score (proximity bonus included) when the lexical ranking returned it (hybrid and bm25 modes):
+   * comparable across the hits of one search, which is what the relevance gate's score ratio compares.
+   */
+  lexical?: number
 }
 
 export interface SearchIndexOptions {
@@ -318,12 +323,18 @@ export class SearchIndex {
       mode === 'hybrid' ? reciprocalRankFusion([lexical, semantic], { k: this.#rrfK, weights: [1, this.#vectorWeight] }) : mode === 'bm25' ? lexical : semantic
     const cosine = new Map<number, number>()
     for (const h of semantic) cosine.set(h.label, h.score)
+    const bm25 = new Map<number, number>()
+    for (const h of lexical) bm25.set(h.label, h.score)
     const hits: IndexHit[] = []
     for (const { label, score } of ranked) {
       const ref = entry.refs.get(label)
       if (ref === undefined) continue
+      const hit: IndexHit = { label, ref, score, relevance: 0 }
       const similarity = cosine.get(label)
-      hits.push(similarity === undefined ? { label, ref, score, relevance: 0 } : { label, ref, score, similarity, relevance: 0 })
+      if (similarity !== undefined) hit.similarity = similarity
+      const lexicalScore = bm25.get(label)
+      if (lexicalScore !== undefined) hit.lexical = lexicalScore
+      hits.push(hit)
       if (hits.length === k) break
     }
     // From the same entry the ranking used: no second read of the namespace's state (with PostgreSQL, a round trip).
