@@ -128,8 +128,8 @@ t.test('text pieces are translated without a parse, into the events a parse give
   const chunks = [chunk({ role: 'assistant', content: '' }), text('Hel'), text('lo "quoted" \\ é\n'), text('!'), chunk({}, 'stop'), usageChunk()]
   const parsed = run(chunks)
   const unparsed = run(chunks, undefined, true)
-  // The first text piece opens the message (parsed); the next two continue it without a parse.
-  t.equal(unparsed.fast, 2)
+  // The first text piece opens the message and the next two continue it, all three without a parse.
+  t.equal(unparsed.fast, 3)
   t.strictSame(unparsed.events, parsed.events)
   t.strictSame(checkResponseStream(unparsed.events), [])
   t.equal(unparsed.finish.output.length, 1)

@@ -193,8 +193,13 @@ async function relay(o: RelayOptions, onWrite: () => void, onEarly: (flushNow: (
         if (piece !== undefined) {
           const text = format?.text?.(piece)
           if (format === undefined || text !== undefined) {
-            if (reply.pushContent(piece.text) && reply.pieces === 1) o.onFirstToken?.()
+            const first = reply.pushContent(piece.text) && reply.pieces === 1
             out += text ?? `data: ${e.data}\n\n`
+            if (first) {
+              o.onFirstToken?.()
+              // As below: a translated stream's first output leaves at once.
+              if (format !== undefined) writeNow()
+            }
             return
           }
         }

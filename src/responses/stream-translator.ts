@@ -121,7 +121,15 @@ export class ResponseStreamTranslator {
   pushText(piece: { readonly text: string; readonly json: string; readonly finishes: boolean }): string | undefined {
     if (this.#phase !== 'streaming' || piece.finishes || piece.text === '' || this.#calls.size > 0) return undefined
     const m = this.#open
-    if (m?.kind !== 'message') return undefined
+    if (m === undefined) {
+      // The first text: the message and its part open as `push` opens them (what a text-only event makes there).
+      const out: ResponseEvent[] = []
+      this.#content('output_text', piece.text, out)
+      let text = ''
+      for (const e of out) text += ev.encodeEvent(e)
+      return text
+    }
+    if (m.kind !== 'message') return undefined
     const part = m.parts.at(-1)
     if (part?.type !== 'output_text') return undefined
     part.text += piece.text
