@@ -142,7 +142,29 @@ if (baseUrl === undefined) {
     const embeddedRecall = recallOf(embedded.recall, dataDir)
     await embedded.sessions.appendExchange('t1', 'cat', [{ role: 'user', content: 'My cat Bartholomew only eats sardines.' }, { role: 'assistant', content: 'Noted.' }])
     await embeddedRecall.close()
-    await embedded.traces.append([{ tenant: 't1', trace: { id: 'req_1', createdAt: 9, sessionId: 'trip', messagesJson: '[]' } as unknown as RequestTrace }], 10)
+    const trace: RequestTrace = {
+      id: 'req_1',
+      createdAt: 9,
+      route: '/api/v1/chat/completions',
+      model: 'openai/gpt-4o',
+      stream: false,
+      status: 200,
+      durationMs: 1,
+      promptTokens: 3,
+      completionTokens: 2,
+      cachedTokens: null,
+      error: null,
+      messagesJson: '[]',
+      messageTokens: [],
+      parts: { system: 0, history: 0, recall: 0, excerpts: 0 },
+      sources: [],
+      recalledMessages: 0,
+      leftOut: { historyMessages: 0, chunks: 0, retrievalReason: null },
+      totalTokens: 3,
+      window: 1000,
+      sessionId: 'trip',
+    }
+    await embedded.traces.append([{ tenant: 't1', trace }], 10)
     const kb = (files: FileStore, dir: string) =>
       new KnowledgeBase({ files, dataDir: dir, embedder: new LocalEmbedder(), chunkTokens: 64, chunkOverlap: 8, maxChunksPerFile: 100, clock: () => 1_700_000_000_000, prepareInWorker: false })
     const upload = (filename: string, text: string) => ({ filename, contentType: 'text/plain', bytes: Buffer.from(text), metadata: { from: 'lmdb' } })

@@ -139,6 +139,14 @@ function encode(seq: number, t: RequestTrace): Tuple {
   ]
 }
 
+/** Every tenant's traces as stored, decoded (`recallgate migrate --from-lmdb`); values no format reads are skipped. */
+export function* storedTraces(store: Store): Iterable<{ tenant: string; trace: RequestTrace }> {
+  for (const { key, value } of store.traces.getRange()) {
+    const s = asStored(value)
+    if (s !== undefined && Array.isArray(key) && typeof key[0] === 'string') yield { tenant: key[0], trace: s.trace }
+  }
+}
+
 /** What `encode` writes, as read back. */
 type Tuple = [
   format: typeof FORMAT,

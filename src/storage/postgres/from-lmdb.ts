@@ -10,8 +10,9 @@
  * and counted (`skippedTenants`); its files can be uploaded again.
  */
 import { tenantIdFor } from '../../auth/service-keys.js'
-import type { ChunkRow, FileRow, IndexMeta, RequestTrace, StoredResponse } from '../interface.js'
+import type { ChunkRow, FileRow, IndexMeta, StoredResponse } from '../interface.js'
 import type { Store } from '../store.js'
+import { storedTraces } from '../trace-repo.js'
 import type { Pg, Queryable } from './pool.js'
 
 export interface CopyCounts {
@@ -85,11 +86,8 @@ export async function copyFromLmdb(store: Store, pg: Pg): Promise<CopyCounts> {
       const [tenant, itemId] = v.key as [string, string]
       return [tenant, itemId, v.value as string]
     }, 'response_items (tenant, item_id, response_id)', '')
-    counts.traces = await batched(c, store.traces.getRange(), (v) => {
-      const [tenant] = v.key as [string, number, string]
-      const r = v.value as RequestTrace
-      return [tenant, r.createdAt, r.id, r.sessionId, JSON.stringify(r)]
-    }, 'traces (tenant, created_at, id, session_id, trace)', '')
+    counts.traces = await batched(c, storedTraces(store), ({ tenant, trace: r }) => [tenant, r.createdAt, r.id, r.sessionId, JSON.stringify(r)],
+      'traces (tenant, created_at, id, session_id, trace)', '')
     await copyKnowledgeBase(store, c, counts)
     await copyRecall(store, c, counts)
     return counts
