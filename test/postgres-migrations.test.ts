@@ -12,7 +12,7 @@ import { TokenCounter } from '../src/context/tokenizer.js'
 import { KnowledgeBase } from '../src/knowledge/knowledge-base.js'
 import { SessionRecall } from '../src/recall/session-recall.js'
 import { LocalEmbedder } from '../src/retrieval/embedder.js'
-import type { FileStore, RecallStore, RequestTrace } from '../src/storage/interface.js'
+import type { FileStore, RecallStore } from '../src/storage/interface.js'
 import { openStores } from '../src/storage/open-stores.js'
 import { openStore } from '../src/storage/store.js'
 import { MIGRATIONS, SCHEMA_VERSION, migrate } from '../src/storage/postgres/migrations.js'
@@ -20,6 +20,7 @@ import { Pg } from '../src/storage/postgres/pool.js'
 import { PgKeyStore } from '../src/storage/postgres/key-store.js'
 import { PgSessionStore } from '../src/storage/postgres/session-store.js'
 import { capturedIo } from './helpers/captured-io.js'
+import { wholeTrace } from './helpers/traces.js'
 import { freshDatabase, POSTGRES_SKIP_REASON, testDatabaseUrl, withoutService } from './helpers/services.js'
 
 const baseUrl = testDatabaseUrl()
@@ -142,28 +143,7 @@ if (baseUrl === undefined) {
     const embeddedRecall = recallOf(embedded.recall, dataDir)
     await embedded.sessions.appendExchange('t1', 'cat', [{ role: 'user', content: 'My cat Bartholomew only eats sardines.' }, { role: 'assistant', content: 'Noted.' }])
     await embeddedRecall.close()
-    const trace: RequestTrace = {
-      id: 'req_1',
-      createdAt: 9,
-      route: '/api/v1/chat/completions',
-      model: 'openai/gpt-4o',
-      stream: false,
-      status: 200,
-      durationMs: 1,
-      promptTokens: 3,
-      completionTokens: 2,
-      cachedTokens: null,
-      error: null,
-      messagesJson: '[]',
-      messageTokens: [],
-      parts: { system: 0, history: 0, recall: 0, excerpts: 0 },
-      sources: [],
-      recalledMessages: 0,
-      leftOut: { historyMessages: 0, chunks: 0, retrievalReason: null },
-      totalTokens: 3,
-      window: 1000,
-      sessionId: 'trip',
-    }
+    const trace = wholeTrace({ id: 'req_1', createdAt: 9, sessionId: 'trip' })
     await embedded.traces.append([{ tenant: 't1', trace }], 10)
     const kb = (files: FileStore, dir: string) =>
       new KnowledgeBase({ files, dataDir: dir, embedder: new LocalEmbedder(), chunkTokens: 64, chunkOverlap: 8, maxChunksPerFile: 100, clock: () => 1_700_000_000_000, prepareInWorker: false })

@@ -7,6 +7,7 @@ import { hashKey, tenantIdFor } from '../src/auth/service-keys.js'
 import { InvalidSessionIdError, SessionLimitError, type KeyLookupResult, type RequestTrace, type StoredItem, type StoredResponse } from '../src/storage/interface.js'
 import type { Stores } from '../src/storage/open-stores.js'
 import { testableEngines } from './helpers/store-engines.js'
+import { wholeTrace } from './helpers/traces.js'
 
 /** What an instance answers for a presented key: from its cache, or from its engine on a miss (as the authenticator asks). */
 async function lookup(s: Stores, hash: string): Promise<KeyLookupResult> {
@@ -339,28 +340,7 @@ for (const engine of testableEngines(t, 'the store contract')) {
 }
 
 function trace(id: string, createdAt: number, sessionId: string | null): RequestTrace {
-  return {
-    id,
-    createdAt,
-    route: '/api/v1/chat/completions',
-    model: 'openai/gpt-4o',
-    stream: false,
-    status: 200,
-    durationMs: 12,
-    promptTokens: 10,
-    completionTokens: 2,
-    cachedTokens: null,
-    error: null,
-    sessionId,
-    messagesJson: JSON.stringify([{ role: 'user', content: `asked in ${id} \u0000 with a NUL` }]),
-    messageTokens: [9],
-    parts: { system: 0, history: 0, recall: 0, excerpts: 0 },
-    sources: [],
-    recalledMessages: 0,
-    leftOut: { historyMessages: 0, chunks: 0, retrievalReason: 'disabled' },
-    totalTokens: 10,
-    window: 128_000,
-  }
+  return wholeTrace({ id, createdAt, sessionId, messagesJson: JSON.stringify([{ role: 'user', content: `asked in ${id} \u0000 with a NUL` }]) })
 }
 
 for (const engine of testableEngines(t, 'request traces')) {
