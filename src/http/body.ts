@@ -39,6 +39,12 @@ const premature = (cause?: Error): Error =>
  */
 function readUpTo(req: IncomingMessage, limit: Bytes): Promise<Buffer> {
   return new Promise((resolve, reject) => {
+    // Gone before the body was read (while the request waited on its key or its route): its 'close' has been emitted
+    // already, and listeners added now would wait for it forever, the request never ending.
+    if (req.destroyed) {
+      reject(premature())
+      return
+    }
     const parts: Buffer[] = []
     let size = 0
     const onData = (chunk: Buffer): void => {

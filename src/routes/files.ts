@@ -126,6 +126,11 @@ export function readMultipart(req: IncomingMessage, maxFileBytes: Bytes, maxBody
       }
     })
     req.on('aborted', () => fail(gatewayError('client_closed_request', { message: 'The upload was aborted' })))
+    // Aborted before this point (the request waited on its key or its route): 'aborted' will not come again.
+    if (req.destroyed) {
+      fail(gatewayError('client_closed_request', { message: 'The upload was aborted' }))
+      return
+    }
     const declared = Number(req.headers['content-length'] ?? 0)
     if (declared > maxBodyBytes) {
       // The limit checked is MAX_FILE_BYTES plus room for the form's framing; the message names the documented one.
