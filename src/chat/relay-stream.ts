@@ -139,23 +139,20 @@ export const SSE_HEADERS: Readonly<Record<string, string>> = {
 }
 
 export async function relayStream(o: RelayOptions): Promise<StreamOutcome> {
-  // The response headers (written by the caller) leave with the first event, in the same write: one syscall fewer per
-  // stream. Profiled on the plain relay (bench/relay.ts, serial streams), flushing them on their own was 9 % of the
-  // gateway's time per stream. An upstream that has sent no event yet still gets them (and the prefix) out on the next
-  // turn of the event loop, so a client waiting for the headers is not kept waiting on the model.
-  let wrote = false
-  let early = (): void => {}
-  const headersAlone = setImmediate(() => {
-    if (!wrote && !o.res.writableEnded && !o.res.destroyed) early()
-  })
+  const timers: RelayTimers = { headersAlone: undefined }
   try {
-    return await relay(o, () => (wrote = true), (flushNow) => (early = flushNow))
+    return await relay(o, timers)
   } finally {
-    clearImmediate(headersAlone)
+    clearImmediate(timers.headersAlone)
   }
 }
 
-async function relay(o: RelayOptions, onWrite: () => void, onEarly: (flushNow: () => void) => void): Promise<StreamOutcome> {
+/** What `relay` leaves running for `relayStream` to stop, however the relay ends. */
+interface RelayTimers {
+  headersAlone: NodeJS.Immediate | undefined
+}
+
+async function relay(o: RelayOptions, timers: RelayTimers): Promise<StreamOutcome> {
   const { res } = o
   const reply = new ReplyAssembler()
   let usage: Usage | undefined
@@ -163,15 +160,22 @@ async function relay(o: RelayOptions, onWrite: () => void, onEarly: (flushNow: (
   let done = false
   let upstreamError = false
   let out = o.prefix ?? ''
+  let wrote = false
   const format = o.format
   /** Writes what is ready now, without waiting for `drain` (the next flush waits if this one filled the buffer). */
   const writeNow = (): void => {
-    onWrite()
+    wrote = true
     if (out === '') res.flushHeaders()
     else res.write(out)
     out = ''
   }
-  onEarly(writeNow)
+  // The response headers (written by the caller) leave with the first event, in the same write: one syscall fewer per
+  // stream. Profiled on the plain relay (bench/relay.ts, serial streams), flushing them on their own was 9 % of the
+  // gateway's time per stream. An upstream that has sent no event yet still gets them (and the prefix) out on the next
+  // turn of the event loop, so a client waiting for the headers is not kept waiting on the model.
+  timers.headersAlone = setImmediate(() => {
+    if (!wrote && !res.writableEnded && !res.destroyed) writeNow()
+  })
   /** The upstream's error chunk, converted, for a format that reports failures its own way. */
   let formatError: GatewayError | undefined
 
@@ -259,7 +263,7 @@ async function relay(o: RelayOptions, onWrite: () => void, onEarly: (flushNow: (
 
   const flush = async (): Promise<void> => {
     if (out === '') return
-    onWrite()
+    wrote = true
     const ok = res.write(out)
     out = ''
     if (!ok && !res.destroyed) await once(res, 'drain', { signal: o.client.signal })

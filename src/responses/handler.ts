@@ -27,7 +27,7 @@ import { completionToOutput, mapUsage, responseObject, statusFromFinish, type Re
 import { parseResponsesRequest, type ResponsesRequest } from './request.js'
 import { fileSearchItem } from './file-search.js'
 import { checkPendingCalls, newId, type ChainCache, resolveReferences, storedItems, turnMessages, walkChain, type Chain } from './state.js'
-import { encodeEvent, ResponseStreamTranslator, type ResponseEvent } from './stream-translator.js'
+import { encodeEvent, encodeEvents, ResponseStreamTranslator } from './stream-translator.js'
 
 export interface ResponsesHandlerOptions {
   upstream: UpstreamClient
@@ -129,14 +129,14 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
           ctx.facts.ttftMs = o.clock() - call.sentAt
         },
         format: {
-          chunk: (c) => encodeAll(translator.push(c)),
+          chunk: (c) => encodeEvents(translator.push(c)),
           text: (piece) => translator.pushText(piece),
           finishing: () => {
             finished = translator.finish()
-            return encodeAll(finished.events)
+            return encodeEvents(finished.events)
           },
           done: () => encodeEvent(translator.terminal()),
-          failure: (err) => encodeAll(translator.fail({ code: err.code, message: err.message })),
+          failure: (err) => encodeEvents(translator.fail({ code: err.code, message: err.message })),
         },
         onComplete: async (reply, usage) => {
           ctx.facts.upstreamMs = o.clock() - call.sentAt
@@ -181,7 +181,7 @@ function openStream(turn: Turn): { translator: ResponseStreamTranslator; text: s
     }),
     ...(turn.fileSearch === undefined ? {} : { leading: [turn.fileSearch] }),
   })
-  return { translator, text: encodeAll(translator.start()) }
+  return { translator, text: encodeEvents(translator.start()) }
 }
 
 interface Turn {
@@ -294,11 +294,3 @@ function chatRequestOf(r: ResponsesRequest, messages: ChatMessage[], sessionId: 
 async function conversationExists(o: ResponsesHandlerOptions, tenant: Tenant, id: string): Promise<boolean> {
   return (await o.conversations.get(tenant.id, id)) !== undefined || (await o.sessions.get(tenant.id, id)) !== undefined
 }
-
-function encodeAll(events: readonly ResponseEvent[]): string {
-  let out = ''
-  for (const e of events) out += encodeEvent(e)
-  return out
-}
-
-

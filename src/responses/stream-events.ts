@@ -19,6 +19,13 @@ export function encodeEvent(e: ResponseEvent): string {
   return `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`
 }
 
+/** Several events, encoded in order into one string (one write). */
+export function encodeEvents(events: readonly ResponseEvent[]): string {
+  let out = ''
+  for (const e of events) out += encodeEvent(e)
+  return out
+}
+
 /** A message's content part while it streams. */
 export type Part =
   | { type: 'output_text'; text: string; annotations: Record<string, unknown>[] }

@@ -29,7 +29,7 @@ import { ToolCallTracker, completeJson, type TrackedCall } from './tool-call-tra
 import { flattenAnnotations, mapUsage, reasoningItem, statusFromFinish, toolCallItem, type ResponseStatus, type ResponseUsage } from './output.js'
 
 export type { ResponseEvent } from './stream-events.js'
-export { encodeEvent } from './stream-events.js'
+export { encodeEvent, encodeEvents } from './stream-events.js'
 
 type ResponseEvent = ev.ResponseEvent
 type ErrorBody = { code: string; message: string }
@@ -125,9 +125,7 @@ export class ResponseStreamTranslator {
       // The first text: the message and its part open as `push` opens them (what a text-only event makes there).
       const out: ResponseEvent[] = []
       this.#content('output_text', piece.text, out)
-      let text = ''
-      for (const e of out) text += ev.encodeEvent(e)
-      return text
+      return ev.encodeEvents(out)
     }
     if (m.kind !== 'message') return undefined
     const part = m.parts.at(-1)

@@ -195,10 +195,8 @@ function asStored(v: unknown): Stored | undefined {
 }
 
 function decode(v: Tuple): RequestTrace {
-  const [, , id, createdAt, route, model, stream, status, durationMs, promptTokens, completionTokens, cachedTokens, error] = v
-  const [messagesJson, messageTokens, parts, sources, recalledMessages, leftOut, totalTokens, window, sessionId] = [
-    v[13], v[14], v[15], v[16], v[17], v[18], v[19], v[20], v[21],
-  ] as const
+  const [, , id, createdAt, route, model, stream, status, durationMs, promptTokens, completionTokens, cachedTokens, error, ...rest] = v
+  const [messagesJson, messageTokens, parts, sources, recalledMessages, leftOut, totalTokens, window, sessionId] = rest
   return {
     id,
     createdAt,
