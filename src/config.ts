@@ -58,6 +58,11 @@ export interface Config {
   maxMessages: number
   maxSessionIdLength: number
   maxChunksPerFile: number
+  /**
+   * Vectors of one tenant's knowledge base searched exactly while they wait for the HNSW graph (INDEX_FRESH_MAX): an
+   * upload answers before its graph insertions, which run in the background (retrieval/fresh-vectors.ts).
+   */
+  indexFreshMax: number
   /** Time a client has to send its headers / whole body. */
   requestTimeout: Ms
   headersTimeout: Ms
@@ -189,6 +194,7 @@ export const DEFAULTS = {
   MAX_MESSAGES: '1000',
   MAX_SESSION_ID_LENGTH: '256',
   MAX_CHUNKS_PER_FILE: '20000',
+  INDEX_FRESH_MAX: '20000',
   REQUEST_TIMEOUT_MS: '30000',
   HEADERS_TIMEOUT_MS: '10000',
   UPSTREAM_CONNECT_TIMEOUT_MS: '10000',
@@ -381,6 +387,7 @@ export function loadConfig(env: Env): Config {
     maxMessages: int('MAX_MESSAGES', 1),
     maxSessionIdLength: int('MAX_SESSION_ID_LENGTH', 1, 512),
     maxChunksPerFile: int('MAX_CHUNKS_PER_FILE', 1),
+    indexFreshMax: int('INDEX_FRESH_MAX', 0, 1_000_000),
     requestTimeout,
     headersTimeout,
     upstreamConnectTimeout: int('UPSTREAM_CONNECT_TIMEOUT_MS', 10),

@@ -3,7 +3,7 @@
  * in-memory source standing in for LMDB: applying committed changes in version order, reloading after a missed
  * change, LRU eviction saving its graph, dropping a namespace, and the three ranking modes.
  */
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
@@ -179,4 +179,72 @@ t.test('an entry behind the committed state only by the change being applied is 
   await source.add('s', ['gamma document']) // committed by another process sharing the store: never applied here
   t.same(labels(await index.search('s', 'gamma', 5, 'bm25')), [2], 'the missed change is found after a reload')
   t.equal(source.reads, 2)
+})
+
+t.test('an addition answers before its graph insertions: each vector is searchable once, the same as from the graph', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'rag-si-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const source = new MemorySource()
+  const texts = Array.from({ length: 120 }, (_, i) => `note ${i} on ${['rivers', 'bridges', 'canals', 'harbours'][i % 4]} and ${i % 7} locks`)
+  // sliceMs 0: the background drain pauses after every insertion, so searches land between its steps.
+  const index = new SearchIndex({ dir, source, embedder, saveDelay: 60_000, sliceMs: 0 })
+  // The graph alone (maxFresh 0: every insertion before applyAdd resolves), fed the same change.
+  const graphOnly = new SearchIndex({ dir: join(dir, 'graph-only'), source, embedder, saveDelay: 60_000, maxFresh: 0 })
+  t.teardown(() => graphOnly.close())
+  t.teardown(() => index.close())
+  await index.load('s')
+  await graphOnly.load('s')
+  const c = await source.add('s', texts)
+  await index.applyAdd('s', c.from, c.meta, c.docs)
+  await graphOnly.applyAdd('s', c.from, c.meta, c.docs)
+  const expected = await graphOnly.search('s', 'canals and 3 locks', 120, 'vector')
+  t.equal(expected.length, 120)
+  let idle = false
+  const drained = index.idle().then(() => (idle = true))
+  let during = 0
+  const wrong: string[] = []
+  while (!idle) {
+    const hits = await index.search('s', 'canals and 3 locks', 120, 'vector')
+    if (new Set(labels(hits)).size !== 120) wrong.push(`search ${during}: ${hits.length} hits, ${new Set(labels(hits)).size} labels`)
+    // At 120 vectors the graph's search is exact: the same order; cosine in float32 there, float64 here.
+    hits.forEach((h, i) => {
+      if (Math.abs(h.score - (expected[i]?.score ?? 0)) > 1e-5) wrong.push(`search ${during}, rank ${i}: ${h.label} ${h.score} against ${expected[i]?.label} ${expected[i]?.score}`)
+    })
+    during++
+    // Let the drain's next step run (a search alone may never leave the microtask queue).
+    await new Promise((resolve) => setImmediate(resolve))
+  }
+  await drained
+  t.same(wrong.slice(0, 5), [], 'every vector exactly once mid-drain, scored as the graph scores it')
+  t.ok(during > 1, `searched ${during} times while the vectors drained`)
+  t.same(labels(await index.search('s', 'canals and 3 locks', 120, 'vector')), labels(expected), 'and once drained')
+})
+
+t.test('a graph is saved only with every vector of the version it claims, and that file is used by the next load', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'rag-si-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const source = new MemorySource()
+  // saveDelay 0: a timed save comes due while the vectors are still draining (one insertion per slice).
+  const index = new SearchIndex({ dir, source, embedder, saveDelay: 0, sliceMs: 0 })
+  await index.load('s')
+  const c = await source.add('s', Array.from({ length: 80 }, (_, i) => `line ${i} about lighthouses`))
+  await index.applyAdd('s', c.from, c.meta, c.docs)
+  await new Promise((resolve) => setTimeout(resolve, 5))
+  await index.flush()
+  await index.close()
+  const side = readdirSync(dir).filter((f) => f.endsWith('.hnsw.json'))
+  t.equal(side.length, 1, 'saved')
+  t.match(JSON.parse(readFileSync(join(dir, side[0] as string), 'utf8')), { version: 1, count: 80, deleted: 0 }, 'with every vector of version 1')
+  const again = new SearchIndex({ dir, source, embedder, saveDelay: 60_000 })
+  t.teardown(() => again.close())
+  const reads = source.reads
+  let rebuilt = false
+  const vectors = source.vectors.bind(source)
+  source.vectors = function* (ns: string) {
+    rebuilt = true
+    yield* vectors(ns)
+  }
+  t.equal((await again.search('s', 'lighthouses', 5, 'vector')).length, 5)
+  t.notOk(rebuilt, 'the saved graph was current: not rebuilt from the stored vectors')
+  t.equal(source.reads, reads + 1)
 })

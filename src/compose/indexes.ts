@@ -41,6 +41,7 @@ export function openIndexes(opts: {
     chunkTokens: config.chunkTokens,
     chunkOverlap: config.chunkOverlap,
     maxChunksPerFile: config.maxChunksPerFile,
+    maxFreshVectors: config.indexFreshMax,
     clock: opts.now,
     ...(stores.checkFileRoom ? { checkRoom: stores.checkFileRoom } : {}),
     extract: {

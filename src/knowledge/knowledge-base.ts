@@ -73,6 +73,8 @@ export interface KnowledgeBaseOptions {
   vectorWeight?: number
   candidates?: number
   hnsw?: Partial<HnswParams>
+  /** Vectors searched exactly while they wait for the graph (SearchIndexOptions.maxFresh). Default 20,000. */
+  maxFreshVectors?: number
   /** Told when an index file cannot be saved (it is rebuilt from the store at the next start); a process warning by default. */
   onIndexSaveError?: (err: unknown, file: string) => void
   /**
@@ -126,6 +128,7 @@ export class KnowledgeBase {
       vectorWeight: opts.vectorWeight,
       candidates: opts.candidates,
       hnsw: opts.hnsw,
+      ...(opts.maxFreshVectors === undefined ? {} : { maxFresh: opts.maxFreshVectors }),
       onSaveError: opts.onIndexSaveError,
       source: {
         meta: (ns) => repo.index.meta(ns),

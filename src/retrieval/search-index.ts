@@ -37,6 +37,7 @@ import type { Cancel, Embedder } from './embedder.js'
 import { DEFAULT_RRF_K, reciprocalRankFusion } from './fusion.js'
 import { DEFAULT_SLICE_MS, TimeSlicer } from './time-slice.js'
 import { DEFAULT_HNSW, VectorIndex, type HnswParams } from './vector-index.js'
+import { FreshVectors, mergeRankings } from './fresh-vectors.js'
 
 export type DocRef = ReadonlyArray<string | number>
 export type SearchMode = 'hybrid' | 'bm25' | 'vector'
@@ -152,6 +153,14 @@ export interface SearchIndexOptions {
   onApplyError?: (err: unknown, namespace: string) => void
   /** Longest stretch of loading or applying before it lets the event loop run (time-slice.ts). Default 5 ms. */
   sliceMs?: number
+  /**
+   * Most vectors of one namespace waiting for the graph (fresh-vectors.ts): an addition is searchable, and `applyAdd`
+   * resolves, once its vectors are among them, and they move into the graph in the background. Every search of the
+   * namespace pays a pass over them meanwhile (≈ 0.3 µs a vector of 256 dimensions), so an addition that would take
+   * them past this waits for them to drain first, and the part of one larger than this goes into the graph before
+   * `applyAdd` resolves. 0: every vector goes into the graph before `applyAdd` resolves. Default 20,000.
+   */
+  maxFresh?: number
 }
 
 interface Entry {
@@ -159,6 +168,12 @@ interface Entry {
   bm25: Bm25Index
   vectors: VectorIndex | null
   refs: Map<number, DocRef>
+  /**
+   * Committed vectors not yet in `vectors` (the graph), moving into it in the background (`#drain`). Every live label
+   * with a vector is in exactly one of the two; the graph is saved only when this is empty, so a saved graph holds
+   * every vector of the version it claims.
+   */
+  fresh: FreshVectors
   version: number
   epoch: string | undefined
   /**
@@ -187,6 +202,7 @@ export class SearchIndex {
   readonly #vectorWeight: number
   readonly #candidates: number
   readonly #sliceMs: number
+  readonly #maxFresh: number
   readonly #loaded: LRUCache<string, Entry>
   readonly #onSaveError: (err: unknown, file: string) => void
   readonly #onApplyError: (err: unknown, namespace: string) => void
@@ -210,6 +226,7 @@ export class SearchIndex {
     this.#vectorWeight = opts.vectorWeight ?? opts.embedder.fusionWeight ?? 1
     this.#candidates = opts.candidates ?? 40
     this.#sliceMs = opts.sliceMs ?? DEFAULT_SLICE_MS
+    this.#maxFresh = Math.max(0, opts.maxFresh ?? DEFAULT_MAX_FRESH)
     this.#onSaveError =
       opts.onSaveError ?? ((err, file) => process.emitWarning(`recallgate: could not save ${file}: ${String(err)}`, 'IndexSaveWarning'))
     this.#onApplyError =
@@ -318,7 +335,8 @@ export class SearchIndex {
     const depth = Math.max(k, this.#candidates)
     const terms = analyze(query)
     const lexical = mode === 'vector' ? [] : entry.bm25.search(terms, depth)
-    const semantic = qv === undefined || entry.vectors === null || isZeroVector(qv) ? [] : entry.vectors.search(qv, depth)
+    const semantic =
+      qv === undefined || isZeroVector(qv) ? [] : mergeRankings(entry.vectors?.search(qv, depth) ?? [], entry.fresh.search(qv, depth), depth)
     const ranked: ScoredLabel[] =
       mode === 'hybrid' ? reciprocalRankFusion([lexical, semantic], { k: this.#rrfK, weights: [1, this.#vectorWeight] }) : mode === 'bm25' ? lexical : semantic
     const cosine = new Map<number, number>()
@@ -363,8 +381,14 @@ export class SearchIndex {
     return this.#apply(namespace, fromVersion, meta, async (entry) => {
       const slicer = new TimeSlicer(this.#sliceMs)
       // An emptied namespace may start over with another embedder (another dimension): start a fresh graph then.
-      if (entry.vectors === null || entry.refs.size === 0 || entry.vectors.dimension !== meta.dimension)
+      if (entry.vectors === null || entry.refs.size === 0 || entry.vectors.dimension !== meta.dimension) {
         entry.vectors = VectorIndex.create(meta.dimension, this.#hnsw, Math.max(1024, docs.length))
+        entry.fresh.clear()
+      }
+      const vectors = entry.vectors
+      // Over the bound: what is waiting goes into the graph first, then whatever of this addition does not fit.
+      if (entry.fresh.size > 0 && entry.fresh.size + docs.length > this.#maxFresh) await this.#drainNow(entry, vectors, slicer)
+      const direct = Math.max(0, docs.length - this.#maxFresh)
       for (const d of docs) {
         entry.bm25.add(d.label, d.terms ?? analyze(d.text))
         entry.refs.set(d.label, d.ref)
@@ -372,12 +396,39 @@ export class SearchIndex {
       }
       // Graph insertions back to back, not interleaved with BM25's, so the graph's hot nodes stay in cache between them
       // (with chunk-terms.ts: −3% ingestion CPU at 20k chunks).
-      const vectors = entry.vectors
-      for (const d of docs) {
-        vectors.add(d.label, d.vector)
+      for (let i = 0; i < docs.length; i++) {
+        const d = docs[i] as IndexedDoc & { vector: Float32Array }
+        if (i < direct) vectors.add(d.label, d.vector)
+        else entry.fresh.add(d.label, d.vector)
         if (slicer.due()) await slicer.pause()
       }
+      // Queued behind this change (and any queued meanwhile), ahead of later ones: the next addition and every save
+      // of this namespace wait for the graph to hold these vectors.
+      if (entry.fresh.size > 0) void this.#enqueue(entry, () => this.#drain(namespace, entry))
     })
+  }
+
+  /** Runs in the entry's queue: move the fresh vectors into the graph, in slices; a search between two sees each once. */
+  async #drain(namespace: string, entry: Entry): Promise<void> {
+    // Unloaded since (a failure, a reload, eviction): its graph will never be searched or saved as current.
+    if (this.#loaded.peek(namespace) !== entry || entry.vectors === null) return
+    await this.#drainNow(entry, entry.vectors, new TimeSlicer(this.#sliceMs))
+    // A save that ran while vectors were waiting was skipped (see #save): the namespace is still dirty.
+    if (entry.dirty) this.#scheduleSave()
+  }
+
+  async #drainNow(entry: Entry, vectors: VectorIndex, slicer: TimeSlicer): Promise<void> {
+    for (let next = entry.fresh.first(); next !== undefined; next = entry.fresh.first()) {
+      // Into the graph, then out of the fresh set, in one synchronous step.
+      vectors.add(next.label, next.vector)
+      entry.fresh.delete(next.label)
+      if (slicer.due()) await slicer.pause()
+    }
+  }
+
+  /** A document's vector leaves the namespace: from the fresh set if it is still waiting there, else from the graph. */
+  #removeVector(entry: Entry, label: number): void {
+    if (!entry.fresh.delete(label)) entry.vectors?.remove(label)
   }
 
   /** A committed removal of `labels` (resolves and fails like applyAdd). */
@@ -386,7 +437,7 @@ export class SearchIndex {
       for (const label of labels) {
         if (!entry.refs.delete(label)) continue
         entry.bm25.remove(label)
-        entry.vectors?.remove(label)
+        this.#removeVector(entry, label)
       }
       // Deleted vectors still cost graph space and search time: rebuild once they outnumber the live ones. Searches
       // keep using the old graph until the new one is complete.
@@ -395,6 +446,8 @@ export class SearchIndex {
         const next = VectorIndex.create(old.dimension, this.#hnsw, old.size)
         const slicer = new TimeSlicer(this.#sliceMs)
         for (const label of [...entry.refs.keys()]) {
+          // Still waiting in the fresh set: it goes into the new graph when the fresh set drains.
+          if (entry.fresh.has(label)) continue
           next.add(label, old.vector(label))
           if (slicer.due()) await slicer.pause()
         }
@@ -482,6 +535,7 @@ export class SearchIndex {
         bm25: new Bm25Index({ maxDocs: this.#maxDocs }),
         vectors: null,
         refs: new Map(),
+        fresh: new FreshVectors(),
         version: meta?.version ?? 0,
         epoch: meta?.epoch,
         pending: { version: meta?.version ?? 0, epoch: meta?.epoch },
@@ -607,14 +661,17 @@ export class SearchIndex {
       for (const label of removed) {
         if (!entry.refs.delete(label)) continue
         entry.bm25.remove(label)
-        entry.vectors?.remove(label)
+        this.#removeVector(entry, label)
       }
       const refs = new Map(adds)
       for (let i = 0; i < adds.length; i += CATCH_UP_BATCH) {
         for (const { label, text, vector } of await src.added(namespace, adds.slice(i, i + CATCH_UP_BATCH))) {
           const ref = refs.get(label)
           if (ref === undefined || entry.refs.has(label)) continue
-          if (entry.vectors === null || entry.vectors.dimension !== meta.dimension) entry.vectors = VectorIndex.create(meta.dimension, this.#hnsw)
+          if (entry.vectors === null || entry.vectors.dimension !== meta.dimension) {
+            entry.vectors = VectorIndex.create(meta.dimension, this.#hnsw)
+            entry.fresh.clear()
+          }
           entry.bm25.add(label, analyze(text))
           entry.refs.set(label, ref)
           entry.vectors.add(label, vector)
@@ -649,6 +706,10 @@ export class SearchIndex {
     entry.embedderId = meta.embedderId
     entry.dimension = meta.dimension
     entry.dirty = true
+    this.#scheduleSave()
+  }
+
+  #scheduleSave(): void {
     if (this.#timer !== undefined) return
     const wait = Math.max(this.#saveDelay, this.#lastSave.end + SAVE_COST_FACTOR * this.#lastSave.took - performance.now())
     this.#timer = setTimeout(() => {
@@ -662,6 +723,8 @@ export class SearchIndex {
 
   /** Runs in the entry's queue (the graph must not change while the thread pool writes it). */
   async #save(entry: Entry): Promise<void> {
+    // The graph lacks vectors of the version it would claim: saved once they have drained (`#drain` asks again).
+    if (entry.fresh.size > 0) return
     entry.dirty = false
     try {
       mkdirSync(this.#dir, { recursive: true })
@@ -689,3 +752,6 @@ export class IndexClosedError extends Error {
  * the time.
  */
 const SAVE_COST_FACTOR = 100
+
+/** SearchIndexOptions.maxFresh's default: MAX_CHUNKS_PER_FILE's, so an upload of any allowed size answers early. */
+export const DEFAULT_MAX_FRESH = 20_000

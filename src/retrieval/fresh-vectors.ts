@@ -1,0 +1,93 @@
+/**
+ * Vectors committed to a namespace but not yet in its HNSW graph, searched exactly (cosine over every one of them).
+ *
+ * Why (issue 28): inserting into the graph is the largest share of an upload's main-thread time (hnswlib's `addPoint`
+ * ≈ half of it, ≈ 100–220 µs a chunk: 1–3 s for the ≈ 11,000 chunks of 5 MB of prose), and the upload's response
+ * waited for all of it. Now an upload is answered once its vectors are here, and search-index.ts moves them into the
+ * graph in the background, a slice at a time. A search ranks the graph's nearest and these together, so every
+ * committed vector is found, by the same cosine similarity the graph scores with (hnswlib's cosine space: 1 − the dot
+ * product of the normalized vectors), exactly rather than approximately.
+ *
+ * Cost: one pass over `size × dimension` floats per search (≈ 1–2 ms for 5,000 vectors of 256 dimensions here), paid
+ * only while a drain is in progress; the owner bounds `size` (SearchIndexOptions.maxFresh).
+ */
+import type { ScoredLabel } from './bm25.js'
+import { topK } from './top-k.js'
+
+export class FreshVectors {
+  /** Insertion order is the drain's order (the graph is built in the order the vectors were committed). */
+  readonly #vectors = new Map<number, { vector: Float32Array; norm: number }>()
+
+  get size(): number {
+    return this.#vectors.size
+  }
+
+  add(label: number, vector: Float32Array): void {
+    let sq = 0
+    for (let i = 0; i < vector.length; i++) sq += (vector[i] as number) * (vector[i] as number)
+    this.#vectors.set(label, { vector, norm: Math.sqrt(sq) })
+  }
+
+  has(label: number): boolean {
+    return this.#vectors.has(label)
+  }
+
+  /** Forget `label`; false when it is not here (it is in the graph, or was never added). */
+  delete(label: number): boolean {
+    return this.#vectors.delete(label)
+  }
+
+  /** The oldest vector still here, or undefined when empty. */
+  first(): { label: number; vector: Float32Array } | undefined {
+    for (const [label, { vector }] of this.#vectors) return { label, vector }
+    return undefined
+  }
+
+  clear(): void {
+    this.#vectors.clear()
+  }
+
+  /** Up to `k` labels by cosine similarity to `query`, best first (ties: the older label first). */
+  search(query: Float32Array, k: number): ScoredLabel[] {
+    const n = this.#vectors.size
+    if (n === 0 || k <= 0) return []
+    let qq = 0
+    for (let i = 0; i < query.length; i++) qq += (query[i] as number) * (query[i] as number)
+    const qNorm = Math.sqrt(qq)
+    const scores = new Float32Array(n)
+    const slots = new Int32Array(n)
+    const labels = new Array<number>(n)
+    let s = 0
+    for (const [label, { vector, norm }] of this.#vectors) {
+      let dot = 0
+      for (let i = 0; i < vector.length; i++) dot += (vector[i] as number) * (query[i] as number)
+      // A zero vector is as far from everything as hnswlib makes it (its normalized form is all zeros: similarity 0).
+      scores[s] = norm === 0 || qNorm === 0 ? 0 : dot / (norm * qNorm)
+      slots[s] = s
+      labels[s] = label
+      s++
+    }
+    return topK(scores, slots, n, k).map(({ slot, score }) => ({ label: labels[slot] as number, score }))
+  }
+}
+
+/** The `k` best of two rankings of disjoint labels, best first. */
+export function mergeRankings(a: readonly ScoredLabel[], b: readonly ScoredLabel[], k: number): ScoredLabel[] {
+  if (b.length === 0) return a.length <= k ? [...a] : a.slice(0, k)
+  if (a.length === 0) return b.length <= k ? [...b] : b.slice(0, k)
+  const out: ScoredLabel[] = []
+  let i = 0
+  let j = 0
+  while (out.length < k && (i < a.length || j < b.length)) {
+    const x = a[i]
+    const y = b[j]
+    if (y === undefined || (x !== undefined && x.score >= y.score)) {
+      out.push(x as ScoredLabel)
+      i++
+    } else {
+      out.push(y)
+      j++
+    }
+  }
+  return out
+}
