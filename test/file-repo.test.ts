@@ -1,10 +1,15 @@
 /**
- * The knowledge base's LMDB records: a file, its chunks, vectors and namespace meta are written and deleted in one
- * transaction; a refused write leaves nothing; ranges never cross tenants or namespaces.
+ * The knowledge base's LMDB records: a file, its chunks, vectors and namespace meta are written and deleted all or
+ * nothing (a large file in slices that appear at once); a refused, failed or killed write leaves nothing; concurrent
+ * uploads never share a label; ranges never cross tenants or namespaces.
  */
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { hostname } from 'node:os'
+import { fileURLToPath } from 'node:url'
 import t, { type Test } from 'tap'
 import { FileRepo, decodeVector, encodeVector, type FileRow } from '../src/storage/file-repo.js'
-import { openStore } from '../src/storage/store.js'
+import { openStore, StoreUnavailableError } from '../src/storage/store.js'
 
 const row = (id: string, created_at = 1): FileRow => ({
   id,
@@ -134,4 +139,145 @@ t.test('vector encoding copies out of unaligned buffers', async (t) => {
   const unaligned = new Uint8Array(bytes.length + 1).subarray(1)
   unaligned.set(bytes)
   t.same(Array.from(decodeVector(unaligned)), [1.5, -2, 3.25])
+})
+
+// A large file (more than sliceRows chunks) is written in slices that appear at once (file-repo.ts's header).
+const big = (id: string, n: number, text = (i: number) => `chunk ${i} of ${id}`) => ({
+  file: { ...row(id), chunks: n },
+  chunks: Array.from({ length: n }, (_, i) => chunk(text(i), i)),
+  vectors: Array.from({ length: n }, (_, i) => vec(i / n)),
+})
+
+t.test('a file written in slices: readers see none of it until the last slice, then all of it', async (t) => {
+  const store = openStore({ dir: t.testdir() })
+  t.teardown(() => store.close())
+  const seen: Array<{ written: number; files: number; chunks: number; at: unknown; vectors: number; meta: unknown }> = []
+  const repo: FileRepo = new FileRepo(store, {
+    sliceRows: 2,
+    onSlice: (written) => {
+      seen.push({
+        written,
+        files: repo.listFiles('t1').length,
+        chunks: [...repo.tenantChunks('t1')].length,
+        at: repo.chunksAt('t1', [['file-big', 0]])[0],
+        vectors: [...repo.index.vectors('files:t1')].length,
+        meta: repo.index.meta('files:t1'),
+      })
+    },
+  })
+  await repo.insertFile({ tenant: 't1', namespace: 'files:t1', ...big('file-small', 2), embedderId: 'e1', check: () => {} })
+  const change = await repo.insertFile({ tenant: 't1', namespace: 'files:t1', ...big('file-big', 7), embedderId: 'e1', check: () => {} })
+  t.same(seen.map((s) => s.written), [2, 4, 6, 7], 'four slices')
+  for (const s of seen) {
+    t.match(s, { files: 1, chunks: 2, at: undefined, vectors: 2, meta: { version: 1, count: 2 } }, `after ${s.written} rows: only the small file`)
+  }
+  t.match(change, { fromVersion: 1, meta: { version: 2, count: 9, nextLabel: 9 }, labels: [2, 3, 4, 5, 6, 7, 8] })
+  t.same([...repo.tenantChunks('t1')].map((c) => c.chunk.label).sort((a, b) => a - b), [0, 1, 2, 3, 4, 5, 6, 7, 8])
+  t.same([...repo.index.vectors('files:t1')].map((v) => v.label), [0, 1, 2, 3, 4, 5, 6, 7, 8])
+  t.same(repo.index.changes('files:t1', 2, 2), [{ add: change.labels.map((l, i) => [l, ['file-big', i]]) }], 'one change log entry')
+  t.equal(await repo.recover(), 0, 'nothing pending')
+})
+
+t.test('concurrent uploads into one tenant, sliced and whole, never share a label; the cap counts uploads in progress', async (t) => {
+  const { store, repo } = setup(t)
+  const small = new FileRepo(store, { sliceRows: 3 })
+  const cap = (max: number) => (meta: { count: number } | undefined, adding: number) => {
+    if ((meta?.count ?? 0) + adding > max) throw new Error('over the cap')
+  }
+  const sliced = new FileRepo(store, { sliceRows: 3 })
+  const uploads = await Promise.all([
+    sliced.insertFile({ tenant: 't1', namespace: 'files:t1', ...big('file-a', 10), embedderId: 'e1', check: cap(100) }),
+    sliced.insertFile({ tenant: 't1', namespace: 'files:t1', ...big('file-b', 11), embedderId: 'e1', check: cap(100) }),
+    repo.insertFile({ tenant: 't1', namespace: 'files:t1', ...big('file-c', 2), embedderId: 'e1', check: cap(100) }),
+    small.insertFile({ tenant: 't1', namespace: 'files:t1', ...big('file-d', 7), embedderId: 'e1', check: cap(100) }),
+  ])
+  const labels = uploads.flatMap((u) => u.labels).sort((a, b) => a - b)
+  t.same(labels, Array.from({ length: 30 }, (_, i) => i), 'thirty distinct labels')
+  t.same(uploads.map((u) => u.meta.version).sort(), [1, 2, 3, 4], 'one version each')
+  const rows = [...repo.tenantChunks('t1')]
+  t.equal(rows.length, 30)
+  for (const r of rows) t.equal(r.chunk.label, uploads[['file-a', 'file-b', 'file-c', 'file-d'].indexOf(r.fileId)]?.labels[r.index], `${r.fileId}/${r.index}`)
+  t.match(repo.index.meta('files:t1'), { count: 30, nextLabel: 30, version: 4 })
+  // 30 stored; 10 and 11 more would fit a cap of 50 one at a time, but not together.
+  const results = await Promise.allSettled([
+    sliced.insertFile({ tenant: 't1', namespace: 'files:t1', ...big('file-e', 10), embedderId: 'e1', check: cap(50) }),
+    sliced.insertFile({ tenant: 't1', namespace: 'files:t1', ...big('file-f', 11), embedderId: 'e1', check: cap(50) }),
+  ])
+  t.same(results.map((r) => r.status).sort(), ['fulfilled', 'rejected'], 'the second is refused while the first is written')
+  t.equal(repo.index.meta('files:t1')?.count, 40)
+})
+
+t.test('a failure part-way through a sliced upload, or a full store, leaves nothing behind', async (t) => {
+  const dir = t.testdir()
+  let store = openStore({ dir, spaceTtl: 0 })
+  const used = store.space().usedBytes
+  await store.close()
+  // Room for a few slices of 3 KB chunks, not for 40 of them.
+  store = openStore({ dir, spaceTtl: 0, mapSize: used + 24 * 4096 })
+  t.teardown(() => store.close())
+  let failAt = 4
+  let slices = 0
+  const repo = new FileRepo(store, {
+    sliceRows: 2,
+    onSlice: (written) => {
+      slices++
+      if (written === failAt) throw new Error('the upload failed part-way')
+    },
+  })
+  const empty = () => {
+    t.equal(store.chunks.getKeysCount(), 0, 'no chunk rows')
+    t.equal(store.vectors.getKeysCount(), 0, 'no vectors')
+    t.equal(store.files.getKeysCount(), 0, 'no file')
+    t.same([...store.meta.getKeys({ start: ['pending'], end: ['pending', '\uffff'] })], [], 'no pending record')
+    t.match(repo.index.meta('files:t1'), { count: 0, version: 0 })
+  }
+  await t.rejects(repo.insertFile({ tenant: 't1', namespace: 'files:t1', ...big('file-a', 7), embedderId: 'e1', check: () => {} }), /part-way/)
+  empty()
+  failAt = -1
+  await t.rejects(
+    repo.insertFile({ tenant: 't1', namespace: 'files:t1', ...big('file-b', 40, (i) => `${i} `.repeat(1500)), embedderId: 'e1', check: () => {} }),
+    new StoreUnavailableError('map_full', 'The store holds'),
+  )
+  t.ok(slices > 2, `refused after ${slices - 2} slices had been written`)
+  empty()
+})
+
+t.test('kill -9 part-way through a sliced upload: nothing is visible, and the next start removes what it wrote', async (t) => {
+  const dir = t.testdir()
+  const child = spawn(process.execPath, ['--import', '@tapjs/typescript/import', fileURLToPath(new URL('./fixtures/sliced-insert-crash.ts', import.meta.url)), dir], {
+    stdio: ['ignore', 'inherit', 'inherit'],
+  })
+  const [code, signal] = (await once(child, 'exit')) as [number | null, NodeJS.Signals | null]
+  t.same({ code, signal }, { code: null, signal: 'SIGKILL' }, 'killed after its second slice')
+  const store = openStore({ dir })
+  t.teardown(() => store.close())
+  const repo = new FileRepo(store)
+  t.ok(store.chunks.getKeysCount() >= 4, 'its slices are in the store')
+  t.same([...repo.tenantChunks('t1')], [], 'but no reader shows them')
+  t.same(repo.chunksAt('t1', [['file-big', 0]]), [undefined])
+  t.same(repo.listFiles('t1'), [])
+  t.same([...repo.index.vectors('files:t1')], [], 'nor loads their vectors')
+  t.equal(await repo.recover(), 1, 'the start removes the dead upload')
+  t.equal(store.chunks.getKeysCount(), 0)
+  t.equal(store.vectors.getKeysCount(), 0)
+  const after = await repo.insertFile({ tenant: 't1', namespace: 'files:t1', ...big('file-next', 2), embedderId: 'e1', check: () => {} })
+  t.same(after.labels, [7, 8], 'labels it reserved are never reused')
+  t.match(after.meta, { version: 1, count: 2 })
+})
+
+t.test('pending records: a live process keeps its own, one from elsewhere is removed once stale', async (t) => {
+  const store = openStore({ dir: t.testdir() })
+  t.teardown(() => store.close())
+  let now = 1_000_000
+  const repo = new FileRepo(store, { clock: () => now })
+  const owner = { host: 'another-host', pid: 1, boot: 'x' }
+  await store.transaction(() => {
+    store.meta.put(['pending', 'files:t1', 'file-far'], { tenant: 't1', namespace: 'files:t1', fileId: 'file-far', first: 0, count: 1, owner, at: now })
+    store.meta.put(['pending', 'files:t1', 'file-live'], { tenant: 't1', namespace: 'files:t1', fileId: 'file-live', first: 1, count: 1, owner: { host: hostname(), pid: process.ppid, boot: 'y' }, at: now })
+    store.chunks.put(['t1', 'file-far', 0], { ...chunk('x', 0), label: 0 })
+  })
+  t.equal(await repo.recover(), 0, 'another host within the hour, and a live process here, are kept')
+  now += 61 * 60 * 1000
+  t.equal(await repo.recover(), 2, 'an hour on, both are taken as gone')
+  t.equal(store.chunks.getKeysCount(), 0)
 })

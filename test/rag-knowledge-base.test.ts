@@ -281,3 +281,37 @@ t.test('file ids come from the injected random source', async (t) => {
   await t.rejects(kb.ingest('t', upload('b.txt', 'Other text.')), /already exists/, 'a repeated id never overwrites a file')
   t.same((await kb.list('t')).map((f) => f.filename), ['a.txt'])
 })
+
+t.test('a large upload is written in slices: a search meanwhile sees none of it, and all of it once the upload answers', async (t) => {
+  const dir = tempDir(t)
+  const store = openStore({ dir })
+  let kb: KnowledgeBase | undefined
+  const during: string[][] = []
+  // Slices of 4 chunks; between two, search as a client would (the file's unique fact and its common words).
+  const files = new FileRepo(store, {
+    sliceRows: 4,
+    onSlice: async () => {
+      for (const mode of ['hybrid', 'bm25', 'vector'] as const) {
+        for (const q of ['vault code QUARTZ-7781', 'security review'])
+          during.push((await (kb as KnowledgeBase).search('acme', q, 10, mode)).map((h) => h.filename))
+      }
+    },
+  })
+  kb = new KnowledgeBase({ files, dataDir: dir, embedder: new LocalEmbedder(), chunkTokens: 64, chunkOverlap: 8, maxChunksPerFile: 1000, clock: () => NOW, prepareInWorker: false })
+  t.teardown(async () => {
+    await kb?.close()
+    await store.close()
+  })
+  await kb.ingest('acme', upload('gardening.txt', filler('gardening', 5)))
+  const text = `${filler('security', 30)}\n\nThe vault access code is QUARTZ-7781 and it rotates monthly.\n\n${filler('security', 30)}`
+  const rec = await kb.ingest('acme', upload('security.txt', text))
+  t.ok(rec.chunks > 8, `${rec.chunks} chunks: several slices`)
+  t.ok(during.length > 0)
+  t.same([...new Set(during.flat())].filter((f) => f === 'security.txt'), [], 'no search between slices returned any of the file')
+  // At once, not after the index's background work: hybrid, lexical and vector search all find the fact.
+  for (const mode of ['hybrid', 'bm25', 'vector'] as const) {
+    const hits = await kb.search('acme', 'what is the vault access code QUARTZ-7781', 3, mode)
+    t.ok(hits.some((h) => h.file_id === rec.id && h.text.includes('QUARTZ-7781')), `${mode}: found as soon as the upload answered`)
+  }
+  t.equal((await kb.search('acme', 'security planning review', 100, 'bm25')).filter((h) => h.file_id === rec.id).length, Math.min(100, rec.chunks), 'all its chunks')
+})

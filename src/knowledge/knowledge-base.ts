@@ -163,6 +163,7 @@ export class KnowledgeBase {
    * tenant is seconds of CPU), so requests keep being served meanwhile.
    */
   async init(): Promise<void> {
+    await this.#repo.recover?.()
     const namespaces = await this.#repo.index.namespaces(NS_PREFIX)
     try {
       for (const ns of namespaces.slice(0, this.#opts.maxLoadedTenants ?? 64)) {

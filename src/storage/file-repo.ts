@@ -5,10 +5,18 @@
  *   vectors [namespace, label]           → float32 bytes of the chunk's embedding
  *   meta    ['index', namespace]         → IndexMeta (embedder, version, live count, next label)
  *   meta    ['ilog', namespace, version] → IndexLogEntry: what that version changed (the last INDEX_LOG_KEEP kept)
+ *   meta    ['pending', namespace, fileId] → PendingUpload: a large file whose slices are being written
  *
- * A file is written, or deleted, together with its chunks, vectors and namespace meta in one `store.durable` unit (all
- * or nothing even if it throws part-way, and flushed to disk before it resolves): a failed ingestion leaves nothing,
- * and the namespace version always moves with its content (vector-index.ts relies on it).
+ * A file is deleted together with its chunks, vectors and namespace meta in one `store.durable` unit (all or nothing
+ * even if it throws part-way, and flushed to disk before it resolves), and a small one is written so. A large file
+ * (more than `sliceRows` chunks) is written in slices, because one unit of all its rows held the event loop for its
+ * whole encoding (13–35 µs a chunk: 200–400 ms for the ≈ 11,000 chunks of 5 MB of prose, the longest /healthz answer
+ * during an upload, issue 28). It still appears all at once: the first slice reserves its labels (so concurrent uploads
+ * never share one) and records it as pending; the middle slices add rows and vectors, which no reader shows (chunks
+ * without a file record are skipped, vectors of a pending range are not loaded); the last writes the file record, the
+ * namespace's new version and its change log entry. A failure between removes the slices; a process that died
+ * between leaves a pending record, and the next ingestion or start (`recover`) removes what it names. Either way the
+ * namespace version moves only with whole files (vector-index.ts relies on it).
  * The `vectors`/`meta` half (`IndexRecords`) is generic over namespaces, so session recall writes its messages' vectors
  * the same way, inside its own transactions.
  */
@@ -24,7 +32,9 @@ import type {
   InsertFileOptions,
 } from './interface.js'
 import { INDEX_LOG_KEEP } from './interface.js'
-import { decodeVector, encodeVector, metaAfterAdd, metaAfterRemove } from './index-meta.js'
+import { hostname } from 'node:os'
+import { randomBytes } from 'node:crypto'
+import { decodeVector, encodeVector, metaAfterAdd, metaAfterRemove, newEpoch } from './index-meta.js'
 import { storableId } from './ids.js'
 import type { Store } from './store.js'
 
@@ -33,6 +43,39 @@ export { decodeVector, encodeVector, INDEX_LOG_KEEP, type ChunkRow, type FileRow
 // Ids are ASCII ('file-…', hex tenant ids), so ['', '\uffff'] brackets every id under a prefix.
 const LOW = ''
 const HIGH = '\uffff'
+
+/** A large file whose slices are being written (see the header). */
+interface PendingUpload {
+  tenant: string
+  namespace: string
+  fileId: string
+  /** Its labels: `first` .. `first + count - 1`, reserved in the namespace's `nextLabel`. */
+  first: number
+  count: number
+  /** The writing process: a pending record is removed by another only once this is known to be gone. */
+  owner: { host: string; pid: number; boot: string }
+  /** When the upload began (the clock's ms): past `STALE_MS` it is removed whoever wrote it. */
+  at: number
+}
+
+/**
+ * An upload's slices are written within seconds (a 20,000-chunk file: ≈ 80 slices); a pending record this old was
+ * left by a process that cannot be checked from here (another host or container sharing DATA_DIR) and is gone. Were
+ * it alive after all, its last slice finds its record removed and fails the upload rather than show half a file.
+ */
+const STALE_MS = 60 * 60 * 1000
+
+const pendingKey = (namespace: string, fileId: string): [string, string, string] => ['pending', namespace, fileId]
+
+/** A pending record as stored (values read back from LMDB are checked, not asserted). */
+function isPending(v: unknown): v is PendingUpload {
+  return typeof v === 'object' && v !== null && 'tenant' in v && typeof v.tenant === 'string' && 'namespace' in v &&
+    typeof v.namespace === 'string' && 'fileId' in v && typeof v.fileId === 'string' && 'first' in v && typeof v.first === 'number' &&
+    'count' in v && typeof v.count === 'number' && 'at' in v && typeof v.at === 'number' && 'owner' in v && typeof v.owner === 'object' && v.owner !== null
+}
+
+/** Labels `first` .. `first + count - 1` are reserved by an upload still being written. */
+type Reserved = ReadonlyArray<readonly [first: number, count: number]>
 
 /**
  * The generic half: vectors and meta of any index namespace. The `*InTxn` methods must run inside a `store.durable`
@@ -84,10 +127,22 @@ export class IndexRecords implements IndexRecordsReader {
     return out
   }
 
+  /** Every vector of the namespace but those of uploads still being written (their documents are not shown either). */
   *vectors(namespace: string): Iterable<{ label: number; vector: Float32Array }> {
+    const reserved = this.reserved(namespace)
     for (const { key, value } of this.#store.vectors.getRange({ start: [namespace, 0], end: [namespace, Number.MAX_SAFE_INTEGER] })) {
-      yield { label: (key as [string, number])[1], vector: decodeVector(value as Uint8Array) }
+      const label = (key as [string, number])[1]
+      if (reserved.length > 0 && reserved.some(([first, count]) => label >= first && label < first + count)) continue
+      yield { label, vector: decodeVector(value as Uint8Array) }
     }
+  }
+
+  /** The label ranges of the namespace's uploads still being written. */
+  reserved(namespace: string): Reserved {
+    const out: Array<[number, number]> = []
+    for (const { value } of this.#store.meta.getRange({ start: ['pending', namespace, LOW], end: ['pending', namespace, HIGH] }))
+      if (isPending(value)) out.push([value.first, value.count])
+    return out
   }
 
   /**
@@ -138,6 +193,28 @@ export class IndexRecords implements IndexRecordsReader {
     return labels
   }
 
+  /**
+   * Reserve `count` labels for a file written in slices (in the first slice's transaction), and return the first.
+   * The version and count stay: no reader sees the file until `commitReservedInTxn`.
+   */
+  reserveInTxn(namespace: string, count: number, dimension: number, embedderId: string): number {
+    const before = this.meta(namespace)
+    const first = before?.nextLabel ?? 0
+    // A namespace created by the reservation is empty at version 0 (what a search reads as "no documents").
+    const meta: IndexMeta = before === undefined ? { embedderId, dimension, version: 0, count: 0, nextLabel: count, epoch: newEpoch() } : { ...before, nextLabel: first + count }
+    this.#store.meta.put(['index', namespace], meta)
+    return first
+  }
+
+  /** The last slice: the reserved labels become the namespace's next version (its labels are not allocated again). */
+  commitReservedInTxn(namespace: string, labels: readonly number[], dimension: number, embedderId: string, refs: ReadonlyArray<readonly (string | number)[]>): IndexChange {
+    const before = this.meta(namespace)
+    const meta = { ...metaAfterAdd(before, labels.length, dimension, embedderId), nextLabel: before?.nextLabel ?? 0 }
+    this.#store.meta.put(['index', namespace], meta)
+    this.#log(namespace, meta.version, { add: labels.map((l, i) => [l, refs[i] ?? []]) })
+    return { fromVersion: before?.version ?? 0, meta, labels: [...labels] }
+  }
+
   /** Record what `version` changed and forget the entry that fell out of the kept window. */
   #log(namespace: string, version: number, entry: IndexLogEntry): void {
     this.#store.meta.put(['ilog', namespace, version], entry)
@@ -145,13 +222,35 @@ export class IndexRecords implements IndexRecordsReader {
   }
 }
 
+export interface FileRepoOptions {
+  /**
+   * A file of more chunks than this is written in slices of this many (see the header). Default 256: at 13–35 µs a
+   * chunk, 3–9 ms of the event loop per slice; each slice is one more commit (≈ 1 ms here, not flushed).
+   */
+  sliceRows?: number
+  /** Wall-clock ms, for the age of pending records. */
+  clock?: () => number
+  /** Told after each committed slice but the last, with the rows written so far (tests end a process there). */
+  onSlice?: (written: number) => void | Promise<void>
+}
+
 export class FileRepo implements FileStore {
   readonly #store: Store
   readonly index: IndexRecords
+  readonly #sliceRows: number
+  readonly #clock: () => number
+  readonly #onSlice: ((written: number) => void | Promise<void>) | undefined
+  /** This FileRepo's writes: a pending record of another `boot` in this process was left by an earlier one. */
+  readonly #owner = { host: hostname(), pid: process.pid, boot: randomBytes(6).toString('hex') }
+  /** Pending records of uploads this FileRepo is writing now (any other of its own is left from a failure). */
+  readonly #writing = new Set<string>()
 
-  constructor(store: Store) {
+  constructor(store: Store, opts: FileRepoOptions = {}) {
     this.#store = store
     this.index = new IndexRecords(store)
+    this.#sliceRows = Math.max(1, opts.sliceRows ?? 256)
+    this.#clock = opts.clock ?? Date.now
+    this.#onSlice = opts.onSlice
   }
 
   getFile(tenant: string, id: string): FileRow | undefined {
@@ -199,6 +298,7 @@ export class FileRepo implements FileStore {
   async insertFile(opts: InsertFileOptions): Promise<IndexChange> {
     const { tenant, file, chunks, vectors } = opts
     if (vectors.length !== chunks.length) throw new RangeError('insertFile: one vector per chunk')
+    if (chunks.length > this.#sliceRows) return this.#insertSliced(opts)
     const store = this.#store
     return store.durable(() => {
       // Ids are random; a repeat (only possible with an injected random source) must not overwrite a file.
@@ -212,6 +312,124 @@ export class FileRepo implements FileStore {
       opts.onChange?.(change)
       return change
     })
+  }
+
+  /** A large file, in slices of `sliceRows` (see the header). */
+  async #insertSliced(opts: InsertFileOptions): Promise<IndexChange> {
+    const { tenant, namespace, file, chunks, vectors, embedderId } = opts
+    const store = this.#store
+    const n = chunks.length
+    const dimension = vectors[0]?.length ?? 0
+    const key = pendingKey(namespace, file.id)
+    const id = key.join('\u0000')
+    await this.recover()
+    this.#writing.add(id)
+    let pending: PendingUpload | undefined
+    try {
+      pending = await store.durable(() => {
+        if (store.files.get([tenant, file.id]) !== undefined || store.meta.get(key) !== undefined)
+          throw new Error(`insertFile: ${file.id} already exists`)
+        // Authoritative, as in one transaction: uploads still being written count with the committed chunks.
+        let reserved = 0
+        for (const [, count] of this.index.reserved(namespace)) reserved += count
+        opts.check(this.index.meta(namespace), n + reserved)
+        const first = this.index.reserveInTxn(namespace, n, dimension, embedderId)
+        const p: PendingUpload = { tenant, namespace, fileId: file.id, first, count: n, owner: this.#owner, at: this.#clock() }
+        store.meta.put(key, p)
+        this.#putRows(tenant, file.id, namespace, first, chunks, vectors, 0, this.#sliceRows)
+        return p
+      }, { flush: false })
+      const first = pending.first
+      for (let from = this.#sliceRows; from < n; from += this.#sliceRows) {
+        await this.#onSlice?.(from)
+        await store.durable(() => {
+          this.#stillPending(key)
+          this.#putRows(tenant, file.id, namespace, first, chunks, vectors, from, from + this.#sliceRows)
+        }, { flush: false })
+      }
+      await this.#onSlice?.(n)
+      return await store.durable(() => {
+        this.#stillPending(key)
+        // The embedder may have changed meanwhile only if the namespace emptied and another filled it: refused then.
+        opts.check(this.index.meta(namespace), n)
+        const labels = Array.from({ length: n }, (_, i) => first + i)
+        const change = this.index.commitReservedInTxn(namespace, labels, dimension, embedderId, labels.map((_, i) => [file.id, i]))
+        store.files.put([tenant, file.id], file)
+        store.meta.remove(key)
+        opts.onChange?.(change)
+        return change
+      })
+    } catch (err) {
+      if (pending !== undefined) await this.#abandon(pending)
+      throw err
+    } finally {
+      this.#writing.delete(id)
+    }
+  }
+
+  #putRows(
+    tenant: string,
+    fileId: string,
+    namespace: string,
+    first: number,
+    chunks: InsertFileOptions['chunks'],
+    vectors: InsertFileOptions['vectors'],
+    from: number,
+    to: number,
+  ): void {
+    const store = this.#store
+    // Inside the transaction callback the puts are written with it; their promises are the transaction's.
+    for (const [j, v] of vectors.slice(from, to).entries()) void store.vectors.put([namespace, first + from + j], encodeVector(v))
+    for (const [j, c] of chunks.slice(from, to).entries()) void store.chunks.put([tenant, fileId, from + j], { ...c, label: first + from + j } satisfies ChunkRow)
+  }
+
+  /** Inside a slice: the upload's pending record is still there (it is removed when found stale, see STALE_MS). */
+  #stillPending(key: [string, string, string]): void {
+    if (this.#store.meta.get(key) === undefined) throw new Error(`insertFile: ${key[2]} was removed as abandoned while it was written`)
+  }
+
+  /** Remove what a pending upload wrote, and its record. */
+  #removeSlicesInTxn(p: PendingUpload): void {
+    const store = this.#store
+    const { namespace, fileId } = p
+    // A record whose slices were taken over by a committed file (never: the last slice removes the record with it).
+    if (store.files.get([p.tenant, fileId]) === undefined) {
+      for (const k of store.chunks.getKeys({ start: [p.tenant, fileId, 0], end: [p.tenant, fileId, Number.MAX_SAFE_INTEGER] })) store.chunks.remove(k)
+      for (let label = p.first; label < p.first + p.count; label++) store.vectors.remove([namespace, label])
+    }
+    store.meta.remove(pendingKey(namespace, fileId))
+  }
+
+  /** After a failed slice: remove the others. If that fails too, the record stays for `recover`. */
+  async #abandon(p: PendingUpload): Promise<void> {
+    try {
+      await this.#store.durable(() => this.#removeSlicesInTxn(p), { releasing: true })
+    } catch {
+      // Deliberately not rethrown: the caller reports the upload's own failure; the slices stay invisible (no file
+      // record) and are removed by the next `recover`, which takes this FileRepo's records not being written as left.
+    }
+  }
+
+  /**
+   * Remove the slices of uploads that will never finish: left by a process that died part-way (its pid is gone from
+   * this host, or it was an earlier process with this pid), by a failure whose clean-up failed, or older than
+   * STALE_MS. Run by the knowledge base at start and before each large upload. Returns how many were removed.
+   */
+  async recover(): Promise<number> {
+    const stale: PendingUpload[] = []
+    for (const { value } of this.#store.meta.getRange({ start: ['pending', LOW], end: ['pending', HIGH] }))
+      if (isPending(value) && this.#isStale(value)) stale.push(value)
+    for (const p of stale) await this.#store.durable(() => this.#removeSlicesInTxn(p), { releasing: true })
+    return stale.length
+  }
+
+  #isStale(p: PendingUpload): boolean {
+    if (this.#writing.has(pendingKey(p.namespace, p.fileId).join('\u0000'))) return false
+    if (this.#clock() - p.at > STALE_MS) return true
+    const { host, pid, boot } = p.owner
+    if (boot === this.#owner.boot) return true
+    if (host !== this.#owner.host) return false
+    return pid === process.pid || !alive(pid)
   }
 
   /** Delete a file, its chunks and vectors in one transaction; undefined if the tenant has no such file. */
@@ -232,5 +450,15 @@ export class FileRepo implements FileStore {
       onChange?.(change)
       return change
     }, { releasing: true })
+  }
+}
+
+/** Whether a process of this pid runs on this host (EPERM: it does, as another user). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (err) {
+    return err instanceof Error && 'code' in err && err.code === 'EPERM'
   }
 }

@@ -272,9 +272,10 @@ export interface InsertFileOptions {
 
 /**
  * The knowledge base at rest: files, their chunks and vectors, and the namespace meta and change log, written
- * together. A file is inserted, or deleted, with its chunks, vectors, meta and log entry in one transaction (all or
- * nothing), resolving once it is durable; concurrent writers to one namespace (any process) queue, so labels never
- * collide and versions never skip. Tenant first in every key: a tenant's calls can only reach its own rows.
+ * together. A file is inserted, or deleted, with its chunks, vectors, meta and log entry all or nothing as any reader
+ * sees it (one transaction; LMDB writes a large file in slices that appear at once, file-repo.ts), resolving once it
+ * is durable; concurrent writers to one namespace (any process) never share a label and versions never skip. Tenant
+ * first in every key: a tenant's calls can only reach its own rows.
  */
 export interface FileStore {
   readonly index: IndexRecordsReader
@@ -286,6 +287,11 @@ export interface FileStore {
   /** Every chunk of a tenant with its file (an index load). */
   tenantChunks(tenant: string): RowStream<FileChunk>
   insertFile(opts: InsertFileOptions): Promise<IndexChange>
+  /**
+   * Remove what uploads that will never finish left behind (an engine that writes a file in several transactions:
+   * a process that died part-way); the number removed. Run at start.
+   */
+  recover?(): Promise<number>
   /** Deletes a file, its chunks and vectors; undefined when the tenant has no such file. */
   deleteFile(tenant: string, namespace: string, id: string, onChange?: (change: IndexChange) => void): Promise<IndexChange | undefined>
 }

@@ -32,6 +32,11 @@ export interface DurableOptions {
    * space is the way out of that.
    */
   releasing?: boolean
+  /**
+   * false: resolve at the commit, without waiting for the flush to disk. For the leading parts of a write split over
+   * several units (file-repo.ts's sliced insert): LMDB commits in order, so the last unit's flush covers them.
+   */
+  flush?: boolean
 }
 
 export interface Store {
@@ -155,7 +160,7 @@ export function openStore(opts: StoreOptions): Store {
             throw err
           }
         })
-        await root.flushed
+        if (o?.flush !== false) await root.flushed
         opts.onDurable?.(performance.now() - started, true)
         lastFailure = undefined
         return result
