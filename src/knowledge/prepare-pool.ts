@@ -20,7 +20,12 @@ import type { PrepareInput, PrepareOptions, Prepared } from './prepare.js'
 /** What the worker sends back (see prepare-worker.ts). */
 export interface PackedPrepared {
   format: Format
-  chunks: Chunk[]
+  /** Every chunk's text, one after the other. */
+  texts: string
+  /** Per chunk, CHUNK_NUMBERS of them: index, tokens, start, end, and its text's length in `texts`. */
+  numbers: Int32Array
+  /** Per chunk, its heading path as JSON ('' for none, the common case). */
+  headings: string[]
   terms: string[]
   vectors: Float32Array | undefined
   dimension: number
@@ -205,7 +210,10 @@ function limitError(message: string, cause?: unknown): GatewayError {
   return gatewayError('extraction_limit_exceeded', { param: 'file', message, cause })
 }
 
-/** Unpacks in slices: a 20k-chunk file's terms are ≈ 3M strings to split. */
+/** Numbers per chunk in PackedPrepared.numbers. */
+export const CHUNK_NUMBERS = 5
+
+/** Unpacks in slices: a 20k-chunk file's terms are ≈ 3M strings to split, and its chunks 20k objects to make. */
 async function unpack(packed: PackedPrepared): Promise<Prepared> {
   const slicer = new TimeSlicer()
   const terms: string[][] = []
@@ -213,7 +221,25 @@ async function unpack(packed: PackedPrepared): Promise<Prepared> {
     terms.push(t === '' ? [] : t.split('\u0000'))
     if (slicer.due()) await slicer.pause()
   }
+  const { numbers, texts, headings } = packed
+  const chunks: Chunk[] = []
+  let at = 0
+  for (let i = 0; i < headings.length; i++) {
+    const o = i * CHUNK_NUMBERS
+    const length = numbers[o + 4] as number
+    const heading = headings[i] as string
+    chunks.push({
+      index: numbers[o] as number,
+      text: texts.slice(at, at + length),
+      tokens: numbers[o + 1] as number,
+      start: numbers[o + 2] as number,
+      end: numbers[o + 3] as number,
+      headingPath: heading === '' ? [] : (JSON.parse(heading) as string[]),
+    })
+    at += length
+    if (slicer.due()) await slicer.pause()
+  }
   const { vectors: flat, dimension } = packed
-  const vectors = flat === undefined ? undefined : packed.chunks.map((_, i) => flat.subarray(i * dimension, (i + 1) * dimension))
-  return { format: packed.format, chunks: packed.chunks, terms, vectors }
+  const vectors = flat === undefined ? undefined : chunks.map((_, i) => flat.subarray(i * dimension, (i + 1) * dimension))
+  return { format: packed.format, chunks, terms, vectors }
 }
