@@ -8,48 +8,71 @@
  * committed vector is found, by the same cosine similarity the graph scores with (hnswlib's cosine space: 1 − the dot
  * product of the normalized vectors), exactly rather than approximately.
  *
- * Cost: one pass over `size × dimension` floats per search (≈ 1–2 ms for 5,000 vectors of 256 dimensions here), paid
+ * Cost: one pass over `size × dimension` floats per search (7.2 ms of CPU over 14,730 vectors of 256 dimensions here, load 16), paid
  * only while a drain is in progress; the owner bounds `size` (SearchIndexOptions.maxFresh).
  */
 import type { ScoredLabel } from './bm25.js'
 import { topK } from './top-k.js'
 
 export class FreshVectors {
-  /** Insertion order is the drain's order (the graph is built in the order the vectors were committed). */
-  readonly #vectors = new Map<number, { vector: Float32Array; norm: number }>()
+  // Parallel arrays in insertion order (the drain's order: the graph is built in the order the vectors were
+  // committed), scanned by position: iterating a Map of entries cost 8.8 ms of CPU a search against 7.2 (14,730 vectors).
+  #labels: number[] = []
+  #vectors: Array<Float32Array | undefined> = []
+  #norms: number[] = []
+  /** Position of each label still here. */
+  readonly #at = new Map<number, number>()
+  /** Positions before this one have all left (drained or deleted). */
+  #head = 0
 
   get size(): number {
-    return this.#vectors.size
+    return this.#at.size
   }
 
   add(label: number, vector: Float32Array): void {
     let sq = 0
     for (let i = 0; i < vector.length; i++) sq += (vector[i] as number) * (vector[i] as number)
-    this.#vectors.set(label, { vector, norm: Math.sqrt(sq) })
+    this.#at.set(label, this.#labels.length)
+    this.#labels.push(label)
+    this.#vectors.push(vector)
+    this.#norms.push(Math.sqrt(sq))
   }
 
   has(label: number): boolean {
-    return this.#vectors.has(label)
+    return this.#at.has(label)
   }
 
   /** Forget `label`; false when it is not here (it is in the graph, or was never added). */
   delete(label: number): boolean {
-    return this.#vectors.delete(label)
+    const at = this.#at.get(label)
+    if (at === undefined) return false
+    this.#at.delete(label)
+    this.#vectors[at] = undefined
+    if (this.#at.size === 0) this.clear()
+    return true
   }
 
   /** The oldest vector still here, or undefined when empty. */
   first(): { label: number; vector: Float32Array } | undefined {
-    for (const [label, { vector }] of this.#vectors) return { label, vector }
+    while (this.#head < this.#labels.length) {
+      const vector = this.#vectors[this.#head]
+      if (vector !== undefined) return { label: this.#labels[this.#head] as number, vector }
+      this.#head++
+    }
     return undefined
   }
 
   clear(): void {
-    this.#vectors.clear()
+    this.#labels = []
+    this.#vectors = []
+    this.#norms = []
+    this.#at.clear()
+    this.#head = 0
   }
 
   /** Up to `k` labels by cosine similarity to `query`, best first (ties: the older label first). */
   search(query: Float32Array, k: number): ScoredLabel[] {
-    const n = this.#vectors.size
+    const n = this.#at.size
     if (n === 0 || k <= 0) return []
     let qq = 0
     for (let i = 0; i < query.length; i++) qq += (query[i] as number) * (query[i] as number)
@@ -58,16 +81,19 @@ export class FreshVectors {
     const slots = new Int32Array(n)
     const labels = new Array<number>(n)
     let s = 0
-    for (const [label, { vector, norm }] of this.#vectors) {
+    for (let at = this.#head; at < this.#labels.length; at++) {
+      const vector = this.#vectors[at]
+      if (vector === undefined) continue
+      const norm = this.#norms[at] as number
       let dot = 0
       for (let i = 0; i < vector.length; i++) dot += (vector[i] as number) * (query[i] as number)
       // A zero vector is as far from everything as hnswlib makes it (its normalized form is all zeros: similarity 0).
       scores[s] = norm === 0 || qNorm === 0 ? 0 : dot / (norm * qNorm)
       slots[s] = s
-      labels[s] = label
+      labels[s] = this.#labels[at] as number
       s++
     }
-    return topK(scores, slots, n, k).map(({ slot, score }) => ({ label: labels[slot] as number, score }))
+    return topK(scores, slots, s, k).map(({ slot, score }) => ({ label: labels[slot] as number, score }))
   }
 }
 

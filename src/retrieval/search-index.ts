@@ -162,7 +162,7 @@ export interface SearchIndexOptions {
   /**
    * Most vectors of one namespace waiting for the graph (fresh-vectors.ts): an addition is searchable, and `applyAdd`
    * resolves, once its vectors are among them, and they move into the graph in the background. Every search of the
-   * namespace pays a pass over them meanwhile (≈ 0.3 µs a vector of 256 dimensions), so an addition that would take
+   * namespace pays a pass over them meanwhile (≈ 0.5 µs a vector of 256 dimensions), so an addition that would take
    * them past this waits for them to drain first, and the part of one larger than this goes into the graph before
    * `applyAdd` resolves. 0: every vector goes into the graph before `applyAdd` resolves. Default 20,000.
    */

@@ -74,6 +74,14 @@ function isPending(v: unknown): v is PendingUpload {
     'count' in v && typeof v.count === 'number' && 'at' in v && typeof v.at === 'number' && 'owner' in v && typeof v.owner === 'object' && v.owner !== null
 }
 
+/**
+ * This process's writes, whichever FileRepo makes them (tests open several on one store): a pending record of another
+ * `boot` with this pid was left by an earlier process that had the same pid (a restarted container's pid 1).
+ */
+const OWNER = { host: hostname(), pid: process.pid, boot: randomBytes(6).toString('hex') }
+/** Pending records of uploads this process is writing now (any other of its own is left from a failed clean-up). */
+const WRITING = new Set<string>()
+
 /** Labels `first` .. `first + count - 1` are reserved by an upload still being written. */
 type Reserved = ReadonlyArray<readonly [first: number, count: number]>
 
@@ -240,10 +248,6 @@ export class FileRepo implements FileStore {
   readonly #sliceRows: number
   readonly #clock: () => number
   readonly #onSlice: ((written: number) => void | Promise<void>) | undefined
-  /** This FileRepo's writes: a pending record of another `boot` in this process was left by an earlier one. */
-  readonly #owner = { host: hostname(), pid: process.pid, boot: randomBytes(6).toString('hex') }
-  /** Pending records of uploads this FileRepo is writing now (any other of its own is left from a failure). */
-  readonly #writing = new Set<string>()
 
   constructor(store: Store, opts: FileRepoOptions = {}) {
     this.#store = store
@@ -323,7 +327,7 @@ export class FileRepo implements FileStore {
     const key = pendingKey(namespace, file.id)
     const id = key.join('\u0000')
     await this.recover()
-    this.#writing.add(id)
+    WRITING.add(id)
     let pending: PendingUpload | undefined
     try {
       pending = await store.durable(() => {
@@ -334,7 +338,7 @@ export class FileRepo implements FileStore {
         for (const [, count] of this.index.reserved(namespace)) reserved += count
         opts.check(this.index.meta(namespace), n + reserved)
         const first = this.index.reserveInTxn(namespace, n, dimension, embedderId)
-        const p: PendingUpload = { tenant, namespace, fileId: file.id, first, count: n, owner: this.#owner, at: this.#clock() }
+        const p: PendingUpload = { tenant, namespace, fileId: file.id, first, count: n, owner: OWNER, at: this.#clock() }
         store.meta.put(key, p)
         this.#putRows(tenant, file.id, namespace, first, chunks, vectors, 0, this.#sliceRows)
         return p
@@ -363,7 +367,7 @@ export class FileRepo implements FileStore {
       if (pending !== undefined) await this.#abandon(pending)
       throw err
     } finally {
-      this.#writing.delete(id)
+      WRITING.delete(id)
     }
   }
 
@@ -406,7 +410,7 @@ export class FileRepo implements FileStore {
       await this.#store.durable(() => this.#removeSlicesInTxn(p), { releasing: true })
     } catch {
       // Deliberately not rethrown: the caller reports the upload's own failure; the slices stay invisible (no file
-      // record) and are removed by the next `recover`, which takes this FileRepo's records not being written as left.
+      // record) and are removed by the next `recover`, which takes this process's records not being written as left.
     }
   }
 
@@ -424,11 +428,11 @@ export class FileRepo implements FileStore {
   }
 
   #isStale(p: PendingUpload): boolean {
-    if (this.#writing.has(pendingKey(p.namespace, p.fileId).join('\u0000'))) return false
+    if (WRITING.has(pendingKey(p.namespace, p.fileId).join('\u0000'))) return false
     if (this.#clock() - p.at > STALE_MS) return true
     const { host, pid, boot } = p.owner
-    if (boot === this.#owner.boot) return true
-    if (host !== this.#owner.host) return false
+    if (boot === OWNER.boot) return true
+    if (host !== OWNER.host) return false
     return pid === process.pid || !alive(pid)
   }
 
