@@ -98,6 +98,10 @@ export interface Config {
   ragChunkMinRelevance: number
   /** Above RAG_FULL_RELEVANCE, a chunk's BM25 score must reach this share of the best one's (knowledge/relevance.ts scoreRatio). */
   ragScoreRatio: number
+  /** Below RAG_FULL_RELEVANCE, at most this many chunks (the best, then those within RAG_SCORE_RATIO of it; relevance.ts marginalHits). */
+  ragMarginalHits: number
+  /** Sentences kept either side of a focused excerpt's best one; -1: excerpts are never cut (relevance.ts focusNeighbours). */
+  ragFocusNeighbours: number
   chunkTokens: Tokens
   chunkOverlap: Tokens
 
@@ -209,10 +213,12 @@ export const DEFAULTS = {
   RAG_BUDGET_SHARE: '0.25',
   RAG_MAX_TOKENS: '1000',
   RAG_TOP_K: '8',
-  RAG_MIN_RELEVANCE: '0.3',
+  RAG_MIN_RELEVANCE: '0.35',
   RAG_FULL_RELEVANCE: '0.5',
   RAG_CHUNK_MIN_RELEVANCE: '0.2',
-  RAG_SCORE_RATIO: '0.5',
+  RAG_SCORE_RATIO: '0.6',
+  RAG_MARGINAL_HITS: '2',
+  RAG_FOCUS_NEIGHBOURS: '1',
   CHUNK_TOKENS: '192',
   CHUNK_OVERLAP: '80',
   RECALL: 'on',
@@ -404,6 +410,8 @@ export function loadConfig(env: Env): Config {
     ragFullRelevance: share('RAG_FULL_RELEVANCE'),
     ragChunkMinRelevance: share('RAG_CHUNK_MIN_RELEVANCE'),
     ragScoreRatio: share('RAG_SCORE_RATIO'),
+    ragMarginalHits: int('RAG_MARGINAL_HITS', 1, 100),
+    ragFocusNeighbours: get('RAG_FOCUS_NEIGHBOURS') === '-1' ? -1 : int('RAG_FOCUS_NEIGHBOURS', 0, 20),
     chunkTokens,
     chunkOverlap,
     recallEnabled: recall === 'on',
