@@ -27,8 +27,8 @@ export function sentenceSpans(text: string): Array<[number, number]> {
 function pushTrimmed(text: string, start: number, end: number, out: Array<[number, number]>): void {
   let s = start
   let e = end
-  while (s < e && /\s/.test(text[s] as string)) s++
-  while (e > s && /\s/.test(text[e - 1] as string)) e--
+  while (s < e && isSpace(text.charCodeAt(s))) s++
+  while (e > s && isSpace(text.charCodeAt(e - 1))) e--
   if (e > s) out.push([s, e])
 }
 
@@ -49,9 +49,16 @@ export function focusSpan(text: string, query: FocusQuery, neighbours: number): 
   if (spans.length <= 1 + 2 * neighbours) return undefined
   let best = -1
   let bestScore = 0
+  // Each query term counts once per sentence: the sentence it was last counted in, instead of a Set per sentence.
+  const seen = new Map<string, number>()
   spans.forEach(([s, e], i) => {
     let score = 0
-    for (const t of new Set(query.terms(text.slice(s, e)))) score += query.weights.get(t) ?? 0
+    for (const t of query.terms(text.slice(s, e))) {
+      const w = query.weights.get(t)
+      if (w === undefined || seen.get(t) === i) continue
+      seen.set(t, i)
+      score += w
+    }
     // Ties: the earlier sentence (a passage usually names its subject first).
     if (score > bestScore) {
       best = i
@@ -62,4 +69,9 @@ export function focusSpan(text: string, query: FocusQuery, neighbours: number): 
   const from = Math.max(0, best - neighbours)
   const to = Math.min(spans.length - 1, best + neighbours)
   return [(spans[from] as [number, number])[0], (spans[to] as [number, number])[1]]
+}
+
+/** ASCII white space and no-break space: what surrounds sentences in extracted text (a trim, not a word rule). */
+function isSpace(c: number): boolean {
+  return c === 32 || (c >= 9 && c <= 13) || c === 0xa0
 }
