@@ -6,6 +6,11 @@
  *
  * Measured on SQuAD (bench/rag-eval.ts, every answerable question against its own paragraph): the sentence holding the
  * answer is the best-matching one for 81.9% of questions, within one sentence of it for 92.4%.
+ *
+ * Cost: each cut excerpt's sentences are analyzed once more and the part kept is counted (o200k): 50–60 µs CPU per
+ * SQuAD paragraph, warm, at load 6–10 (timed over the 646 paragraphs); on SQuAD's questions 1.8
+ * excerpts a request are cut, 0.1–0.2 ms a request, whatever the number of chunks in the knowledge base (only the hits
+ * that go into the prompt are read).
  */
 
 /** Sentence ends, as the chunker cuts them (ingest/chunker.ts): . ! ? (or CJK ones) and closing marks, before white space; a line break. */
