@@ -93,6 +93,8 @@
  *   the odd half's no-answer requests (questions about the Normans, the Huguenots or the Scottish Parliament asked of
  *   articles on EU law, Warsaw, Harvard) share far more words with its files than the even half's do, so a gate cut
  *   for one half's cost is not the other's.
+ *   Unchanged by this round (before / after, same session): memory-eval 81.1% (recall does not fold, its SearchIndex
+ *   is built without `foldTerms`); cache-eval conv-41 92.6% / 92.6% at HISTORY_STEP 64, conv-26+conv-30 92.7% after.
  *
  * Usage: node dist/bench/rag-eval.js [--chunks 64,96,128] [--overlap 0,16] [--modes bm25,vector,hybrid]
  *        [--k 20] [--budget 1000] [--rrf 60] [--limit 0] [--gate 0.35,0.5,0.2,0.6,2,1 (min, full, floor, ratio, marginal hits,
