@@ -103,6 +103,15 @@ export interface Config {
   ragChunkMinRelevance: number
   /** Above RAG_FULL_RELEVANCE, a chunk's BM25 score must reach this share of the best one's (knowledge/relevance.ts scoreRatio). */
   ragScoreRatio: number
+  /**
+   * `/files/search`'s default `min_relevance`: a search the caller asked for, not the prompt's token bill, so looser than
+   * the chat gate's RAG_MIN_RELEVANCE (a 60-character slice of an upload scores ~0.31: its cut words are in no file).
+   */
+  ragSearchMinRelevance: number
+  /** Below RAG_FULL_RELEVANCE, at most this many chunks (the best, then those within RAG_SCORE_RATIO of it; relevance.ts marginalHits). */
+  ragMarginalHits: number
+  /** Sentences kept either side of a focused excerpt's best one; -1: excerpts are never cut (relevance.ts focusNeighbours). */
+  ragFocusNeighbours: number
   chunkTokens: Tokens
   chunkOverlap: Tokens
 
@@ -215,10 +224,13 @@ export const DEFAULTS = {
   RAG_BUDGET_SHARE: '0.25',
   RAG_MAX_TOKENS: '1000',
   RAG_TOP_K: '8',
-  RAG_MIN_RELEVANCE: '0.3',
+  RAG_MIN_RELEVANCE: '0.35',
   RAG_FULL_RELEVANCE: '0.5',
   RAG_CHUNK_MIN_RELEVANCE: '0.2',
-  RAG_SCORE_RATIO: '0.5',
+  RAG_SCORE_RATIO: '0.6',
+  RAG_MARGINAL_HITS: '2',
+  RAG_SEARCH_MIN_RELEVANCE: '0.3',
+  RAG_FOCUS_NEIGHBOURS: '1',
   CHUNK_TOKENS: '192',
   CHUNK_OVERLAP: '80',
   RECALL: 'on',
@@ -411,6 +423,9 @@ export function loadConfig(env: Env): Config {
     ragFullRelevance: share('RAG_FULL_RELEVANCE'),
     ragChunkMinRelevance: share('RAG_CHUNK_MIN_RELEVANCE'),
     ragScoreRatio: share('RAG_SCORE_RATIO'),
+    ragMarginalHits: int('RAG_MARGINAL_HITS', 1, 100),
+    ragSearchMinRelevance: share('RAG_SEARCH_MIN_RELEVANCE'),
+    ragFocusNeighbours: get('RAG_FOCUS_NEIGHBOURS') === '-1' ? -1 : int('RAG_FOCUS_NEIGHBOURS', 0, 20),
     chunkTokens,
     chunkOverlap,
     recallEnabled: recall === 'on',

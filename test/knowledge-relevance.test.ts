@@ -87,3 +87,20 @@ t.test('score ratio: a chunk only the vectors found is held to the floor alone',
   t.same(relevantHits(hits, { minRelevance: 0.3, fullRelevance: 0.5, hitFloor: 0.2, scoreRatio: 0.5 }).hits, [hits[0], hits[2]])
   t.end()
 })
+
+t.test('a marginally relevant question gets its best chunk and the few scoring near it; which are to be focused', (t) => {
+  const hits = [
+    { relevance: 0.4, lexical: 10 },
+    { relevance: 0.35, lexical: 3 }, // far behind the best: left out
+    { relevance: 0.4, lexical: 7 },
+    { relevance: 0.3, lexical: 6 },
+  ]
+  const gate = { minRelevance: 0.3, fullRelevance: 0.5, hitFloor: 0.2, scoreRatio: 0.5 }
+  t.same(relevantHits(hits, gate).hits, [hits[0]], 'by default the best chunk alone')
+  t.same(relevantHits(hits, { ...gate, marginalHits: 3 }).hits, [hits[0], hits[2], hits[3]])
+  t.same(relevantHits(hits, { ...gate, marginalHits: 3 }).focusFrom, 3, 'without focusNeighbours nothing is cut')
+  t.same(relevantHits(hits, { ...gate, marginalHits: 2, focusNeighbours: 1 }).focusFrom, 0, 'below the full threshold every excerpt is cut')
+  const clear = [{ relevance: 0.9, lexical: 10 }, { relevance: 0.8, lexical: 8 }]
+  t.same(relevantHits(clear, { ...gate, focusNeighbours: 1 }), { hits: clear, best: 0.9, reason: undefined, focusFrom: 1 }, 'above it, the best stays whole')
+  t.end()
+})

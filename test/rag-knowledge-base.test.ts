@@ -315,3 +315,24 @@ t.test('a large upload is written in slices: a search meanwhile sees none of it,
   }
   t.equal((await kb.search('acme', 'security planning review', 100, 'bm25')).filter((h) => h.file_id === rec.id).length, Math.min(100, rec.chunks), 'all its chunks')
 })
+
+t.test('a question spelled without the accents, or with another ending, finds its passage and its relevance', async (t) => {
+  const dir = tempDir(t)
+  const { kb, close } = openKb(dir)
+  t.teardown(close)
+  await kb.ingest('acme', upload('misc.txt', filler('gardening', 12)))
+  const rec = await kb.ingest('acme', upload('history.txt', `${filler('archives', 6)}\n\nMöngke Khan renounced the treaty after the envoys produced the letters.\n\n${filler('archives', 6)}`))
+  const hits = await kb.search('acme', 'Why did Mongke renounce the treaty the envoys produce?', 3, 'bm25')
+  t.equal(hits[0]?.file_id, rec.id)
+  t.match(hits[0]?.text, /Möngke Khan renounced/)
+  t.equal(hits[0]?.relevance, 1, 'every word of the question is found, spelled as the file spells it or not')
+  // Files indexed before the folding (same embedder, same stored vectors) are searched the same way after a restart.
+  await close()
+  const again = openKb(dir)
+  t.teardown(again.close)
+  t.match((await again.kb.search('acme', 'mongke renounce', 1))[0]?.text, /Möngke Khan renounced/)
+  const unfolded = openKb(tempDir(t), { foldTerms: false })
+  t.teardown(unfolded.close)
+  await unfolded.kb.ingest('acme', upload('history.txt', 'Möngke Khan renounced the treaty.'))
+  t.same(await unfolded.kb.search('acme', 'mongke renounce', 1, 'bm25'), [], 'without folding neither word matches')
+})

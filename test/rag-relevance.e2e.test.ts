@@ -111,3 +111,31 @@ t.test('a small knowledge base: a question about one file brings that file only;
   t.equal(bad.status, 400)
   t.match(await bad.json(), { error: { param: 'min_relevance' } })
 })
+
+t.test('a second excerpt goes in as its best sentences only, and _metadata says so', async (t) => {
+  const h = await startHarness(t)
+  const para = (city: string): string =>
+    [
+      `The ${city} ferry terminal was rebuilt after the storm.`,
+      `Its waiting hall holds three hundred passengers.`,
+      `Tickets for the ${city} night ferry to the islands are sold at the harbour kiosk until midnight.`,
+      `A café serves breakfast from six.`,
+      `Cyclists board first and park on the lower deck.`,
+      `The harbour master publishes tide tables every week.`,
+      `Parking near the quay is free on Sundays.`,
+      `Local buses stop outside the main entrance every ten minutes.`,
+    ].join(' ')
+  const content = `# Ferries\n\n${para('Oban')}\n\n## Northern routes\n\n${para('Ullapool')}`
+  const up = await h.fetch('/api/v1/files', { method: 'POST', key: KEY_A, provider: null, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ filename: 'ferries.md', content }) })
+  t.equal(up.status, 201)
+  const r = await ask(h, 'Where are night ferry tickets to the islands sold?')
+  t.equal(r.rag.reason, null)
+  const sources = r.rag.sources as Array<{ filename: string; relevance: number; focused?: true }>
+  t.ok(sources.length >= 2, `both passages go in (${sources.length})`)
+  t.ok(sources.every((s) => s.relevance > 0 && s.relevance <= 1), 'each source says how relevant it was')
+  t.equal(sources[0]?.focused, undefined, 'the best chunk goes in whole')
+  t.equal(sources[1]?.focused, true, 'the next one is cut to its best sentences')
+  t.match(r.sent, /café serves breakfast/, 'the best chunk whole, with its sentences that do not answer')
+  t.equal(r.sent.match(/night ferry to the islands/g)?.length, 2, 'the answering sentence of both passages')
+  t.equal(r.sent.match(/Parking near the quay/g)?.length, 1, "the second passage's other sentences stay out")
+})

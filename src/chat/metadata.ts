@@ -8,6 +8,10 @@ export interface RagSource {
   metadata: Record<string, unknown> | null
   chunk_index: number
   score: number
+  /** Share of the query's information the chunk holds, 0–1: what the relevance gate let it in on (knowledge/relevance.ts). */
+  relevance: number
+  /** Only the chunk's best-matching sentences went in, not the whole chunk (RAG_FOCUS_NEIGHBOURS). */
+  focused?: true
 }
 
 export interface Metadata {

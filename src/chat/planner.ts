@@ -16,7 +16,7 @@ import type { ModelCatalog } from '../upstream/model-catalog.js'
 import type { Cancel } from '../retrieval/embedder.js'
 import type { KnowledgeBase, SearchHit } from '../knowledge/knowledge-base.js'
 import { renderContextMessage } from '../knowledge/knowledge-base.js'
-import { DEFAULT_RELEVANCE_GATE, relevantHits, type NotRetrieved, type RelevanceGate } from '../knowledge/relevance.js'
+import { DEFAULT_RELEVANCE_GATE, type NotRetrieved, type RelevanceGate } from '../knowledge/relevance.js'
 import type { RecallCandidates, SessionRecall } from '../recall/session-recall.js'
 import type { SentBlock } from '../recall/recall-block.js'
 import type { ChatPlanner, PreparedChat } from './handler.js'
@@ -147,7 +147,7 @@ export class Planner implements ChatPlanner {
     else {
       const ranked = await o.knowledge.search(tenant.id, query, o.ragTopK, 'hybrid', cancel)
       found = ranked.length
-      const relevant = relevantHits(ranked, o.relevanceGate ?? DEFAULT_RELEVANCE_GATE)
+      const relevant = o.knowledge.relevant(tenant.id, query, ranked, o.relevanceGate ?? DEFAULT_RELEVANCE_GATE)
       hits = relevant.hits
       if (found > 0) bestRelevance = relevant.best
       reason = relevant.reason === 'no_match' && !(await o.knowledge.hasChunks(tenant.id)) ? 'no_files' : relevant.reason
@@ -247,6 +247,8 @@ export class Planner implements ChatPlanner {
           metadata: h.metadata,
           chunk_index: h.chunk_index,
           score: h.score,
+          relevance: h.relevance,
+          ...(h.focused === true ? { focused: true } : {}),
         })),
         reason: usedHits.length > 0 ? null : (reason ?? 'no_room'),
         bestRelevance,

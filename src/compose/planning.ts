@@ -31,7 +31,7 @@ export function createPlanning(opts: {
     ragBudgetShare: config.ragBudgetShare,
     ragMaxTokens: config.ragMaxTokens,
     ragTopK: config.ragTopK,
-    relevanceGate: { minRelevance: config.ragMinRelevance, fullRelevance: config.ragFullRelevance, hitFloor: config.ragChunkMinRelevance, scoreRatio: config.ragScoreRatio },
+    relevanceGate: { minRelevance: config.ragMinRelevance, fullRelevance: config.ragFullRelevance, hitFloor: config.ragChunkMinRelevance, scoreRatio: config.ragScoreRatio, marginalHits: config.ragMarginalHits, focusNeighbours: config.ragFocusNeighbours },
     ...(recall ? { recall: { service: recall, recentShare: config.recallRecentShare } } : {}),
   })
   return { planner, quotas }

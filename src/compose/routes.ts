@@ -75,7 +75,7 @@ export function routeTable(parts: {
     maxFileBytes: config.maxFileBytes,
     maxBodyBytes: config.maxBodyBytes,
     ragTopK: config.ragTopK,
-    minRelevance: config.ragMinRelevance,
+    minRelevance: config.ragSearchMinRelevance,
     checkRoom: () => capacity.check(),
     quotas,
   })

@@ -20,6 +20,9 @@ import { formatOfType, type Format } from '../ingest/extract.js'
 import { IndexClosedError, SearchIndex, type SearchMode } from '../retrieval/search-index.js'
 import type { HnswParams } from '../retrieval/vector-index.js'
 import { prepareFile, titleOf } from './prepare.js'
+import { focusSpan } from './focus.js'
+import { relevantHits, type RelevanceGate } from './relevance.js'
+import { countO200k } from '../context/token-count.js'
 import { PreparePool, type PreparePoolOptions } from './prepare-pool.js'
 import type { ExtractLimits } from '../ingest/extract.js'
 
@@ -50,6 +53,8 @@ export interface SearchHit {
   /** Character range of `text` in the file's extracted text (lets the renderer merge neighbouring chunks). */
   char_start: number
   char_end: number
+  /** Set when `text` is the chunk's best-matching sentences only (KnowledgeBase.focus), not the whole chunk. */
+  focused?: boolean
 }
 
 export interface KnowledgeBaseOptions {
@@ -75,6 +80,11 @@ export interface KnowledgeBaseOptions {
   hnsw?: Partial<HnswParams>
   /** Vectors searched exactly while they wait for the graph (SearchIndexOptions.maxFresh). Default 20,000. */
   maxFreshVectors?: number
+  /**
+   * BM25 matches words with their accents folded and a final e dropped ("Möngke" finds "Mongke", "renounce" finds
+   * "renounced"; search-index.ts `foldTerms`). Default true; false ranks on the analyzer's terms as they are.
+   */
+  foldTerms?: boolean
   /** Told when an index file cannot be saved (it is rebuilt from the store at the next start); a process warning by default. */
   onIndexSaveError?: (err: unknown, file: string) => void
   /**
@@ -129,6 +139,7 @@ export class KnowledgeBase {
       candidates: opts.candidates,
       hnsw: opts.hnsw,
       ...(opts.maxFreshVectors === undefined ? {} : { maxFresh: opts.maxFreshVectors }),
+      foldTerms: opts.foldTerms ?? true,
       onSaveError: opts.onIndexSaveError,
       source: {
         meta: (ns) => repo.index.meta(ns),
@@ -291,6 +302,31 @@ export class KnowledgeBase {
       })
     }
     return out
+  }
+
+  /**
+   * The relevance gate on `ranked` (from `search` with the same query, relevance.ts), with the hits it says to focus cut
+   * to their best-matching sentences: what goes into the prompt, best first.
+   */
+  relevant(tenant: string, query: string, ranked: readonly SearchHit[], gate: RelevanceGate): ReturnType<typeof relevantHits<SearchHit>> {
+    const r = relevantHits(ranked, gate)
+    if (r.focusFrom >= r.hits.length) return r
+    return { ...r, hits: [...r.hits.slice(0, r.focusFrom), ...this.focus(tenant, query, r.hits.slice(r.focusFrom), gate.focusNeighbours ?? 0)] }
+  }
+
+  /**
+   * `hits` (from `search` with the same query) cut to the sentences that match the query best and `neighbours` either
+   * side (focus.ts): text, range and tokens narrowed, `focused` set. A hit with nothing to cut is returned as it is.
+   */
+  focus(tenant: string, query: string, hits: readonly SearchHit[], neighbours: number): SearchHit[] {
+    if (hits.length === 0) return []
+    const q = this.#index.queryWeights(namespaceOf(tenant), query)
+    return hits.map((h) => {
+      const span = focusSpan(h.text, q, neighbours)
+      if (span === undefined) return h
+      const text = h.text.slice(span[0], span[1])
+      return { ...h, text, tokens: countO200k(text), char_start: h.char_start + span[0], char_end: h.char_start + span[1], focused: true }
+    })
   }
 
   async #chunksAt(tenant: string, refs: ReadonlyArray<readonly [string, number]>): Promise<Array<FileChunk | undefined>> {

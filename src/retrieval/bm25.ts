@@ -246,6 +246,14 @@ export class Bm25Index {
     return top.map(({ slot, score }) => ({ label: this.#slotLabel[slot] as number, score }))
   }
 
+  /** The idf of `term` (as `search` weighs it), or undefined when no live document has it. */
+  idf(term: string): number | undefined {
+    const id = this.#termIds.get(term)
+    const df = id === undefined ? 0 : (this.#df[id] ?? 0)
+    if (df === 0) return undefined
+    return Math.log(1 + (this.#live - df + 0.5) / (df + 0.5))
+  }
+
   /**
    * How much of the query each document holds, from 0 to 1: the idf of the distinct query terms found in the document
    * over the idf of all the query's distinct terms. A term no document has counts at the idf of df 0: a query about something the index never mentions ("who

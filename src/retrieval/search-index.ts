@@ -31,7 +31,7 @@ import { join } from 'node:path'
 import { LRUCache } from 'lru-cache'
 import { gatewayError } from '../errors.js'
 import type { Ms } from '../types.js'
-import { analyze } from './analyzer.js'
+import { analyze, foldTerms } from './analyzer.js'
 import { Bm25Index, type ScoredLabel } from './bm25.js'
 import type { Cancel, Embedder } from './embedder.js'
 import { DEFAULT_RRF_K, reciprocalRankFusion } from './fusion.js'
@@ -167,6 +167,11 @@ export interface SearchIndexOptions {
    * `applyAdd` resolves. 0: every vector goes into the graph before `applyAdd` resolves. Default 20,000.
    */
   maxFresh?: number
+  /**
+   * BM25 (ranking and relevance) matches terms with accents folded and a final e dropped (analyzer.ts `foldTerm`);
+   * the vectors are untouched. Default false. Nothing stored changes: BM25 is rebuilt from the text at every load.
+   */
+  foldTerms?: boolean
 }
 
 interface Entry {
@@ -209,6 +214,8 @@ export class SearchIndex {
   readonly #candidates: number
   readonly #sliceMs: number
   readonly #maxFresh: number
+  /** The terms BM25 indexes and searches, from `analyze`'s (foldTerms, or as they are). */
+  readonly #lexical: (terms: readonly string[]) => readonly string[]
   readonly #loaded: LRUCache<string, Entry>
   readonly #onSaveError: (err: unknown, file: string) => void
   readonly #onApplyError: (err: unknown, namespace: string) => void
@@ -233,6 +240,7 @@ export class SearchIndex {
     this.#candidates = opts.candidates ?? 40
     this.#sliceMs = opts.sliceMs ?? DEFAULT_SLICE_MS
     this.#maxFresh = Math.max(0, opts.maxFresh ?? DEFAULT_MAX_FRESH)
+    this.#lexical = opts.foldTerms === true ? foldTerms : (terms) => terms
     this.#onSaveError =
       opts.onSaveError ?? ((err, file) => process.emitWarning(`recallgate: could not save ${file}: ${String(err)}`, 'IndexSaveWarning'))
     this.#onApplyError =
@@ -339,7 +347,7 @@ export class SearchIndex {
   /** Rank on `entry` as it is now (synchronous: the entry cannot change under it). */
   #rank(entry: Entry, query: string, qv: Float32Array | undefined, k: number, mode: SearchMode): IndexHit[] {
     const depth = Math.max(k, this.#candidates)
-    const terms = analyze(query)
+    const terms = this.#lexical(analyze(query))
     const lexical = mode === 'vector' ? [] : entry.bm25.search(terms, depth)
     const semantic =
       qv === undefined || isZeroVector(qv) ? [] : mergeRankings(entry.vectors?.search(qv, depth) ?? [], entry.fresh.search(qv, depth), depth)
@@ -370,6 +378,23 @@ export class SearchIndex {
   }
 
   /**
+   * The query's distinct BM25 terms with their idf in `namespace` as loaded now (terms no document has are left out),
+   * and the analysis that produced them, so an owner can find where in a hit's text the query's words are
+   * (knowledge/focus.ts). Empty when the namespace is not loaded.
+   */
+  queryWeights(namespace: string, query: string): { weights: Map<string, number>; terms: (text: string) => readonly string[] } {
+    const weights = new Map<string, number>()
+    const entry = this.#loaded.peek(namespace)
+    const terms = (text: string): readonly string[] => this.#lexical(analyze(text))
+    if (entry === undefined) return { weights, terms }
+    for (const t of terms(query)) {
+      const idf = entry.bm25.idf(t)
+      if (idf !== undefined) weights.set(t, idf)
+    }
+    return { weights, terms }
+  }
+
+  /**
    * An owner's write transaction is about to commit this change (called inside it): until the change is applied, a
    * search that reads the newer committed state still uses the loaded entry instead of taking it for one that missed
    * another process's change and reloading it (which for a large namespace is seconds of work).
@@ -396,7 +421,7 @@ export class SearchIndex {
       if (entry.fresh.size > 0 && entry.fresh.size + docs.length > this.#maxFresh) await this.#drainNow(entry, vectors, slicer)
       const direct = Math.max(0, docs.length - this.#maxFresh)
       for (const d of docs) {
-        entry.bm25.add(d.label, d.terms !== undefined ? d.terms : analyze(d.text))
+        entry.bm25.add(d.label, this.#lexical(d.terms !== undefined ? d.terms : analyze(d.text)))
         entry.refs.set(d.label, d.ref)
         if (slicer.due()) await slicer.pause()
       }
@@ -554,7 +579,7 @@ export class SearchIndex {
       if (meta !== undefined && meta.count > 0) {
         const slicer = new TimeSlicer(this.#sliceMs)
         for await (const doc of this.#source.documents(namespace)) {
-          entry.bm25.add(doc.label, analyze(doc.text))
+          entry.bm25.add(doc.label, this.#lexical(analyze(doc.text)))
           entry.refs.set(doc.label, doc.ref)
           if (slicer.due()) await pause(slicer)
         }
@@ -678,7 +703,7 @@ export class SearchIndex {
             entry.vectors = VectorIndex.create(meta.dimension, this.#hnsw)
             entry.fresh.clear()
           }
-          entry.bm25.add(label, analyze(text))
+          entry.bm25.add(label, this.#lexical(analyze(text)))
           entry.refs.set(label, ref)
           entry.vectors.add(label, vector)
           if (slicer.due()) await slicer.pause()

@@ -174,7 +174,7 @@ export function fileRoutes(
     maxFileBytes: Bytes
     maxBodyBytes: Bytes
     ragTopK: number
-    /** Search hits below this relevance are left out unless the body's `min_relevance` says otherwise (RAG_MIN_RELEVANCE). */
+    /** Search hits below this relevance are left out unless the body's `min_relevance` says otherwise (RAG_SEARCH_MIN_RELEVANCE). */
     minRelevance: number
     /** Throws when the store is below its free-disk floor or at its map size: uploads are refused before they start. */
     checkRoom?: () => Promise<void>
