@@ -8,7 +8,10 @@
  */
 import { INDEX_LOG_KEEP, type IndexChange, type IndexLogEntry, type IndexMeta, type IndexRecordsReader } from '../interface.js'
 import { decodeVector, encodeVector, metaAfterAdd, metaAfterRemove } from '../index-meta.js'
-import type { Pg, Queryable } from './pool.js'
+import { prepared, type Pg, type Queryable } from './pool.js'
+
+/** Every search's read of the namespace's committed state (a primary-key read): prepared once per connection. */
+const META = prepared('index_meta', 'SELECT meta FROM index_meta WHERE namespace = $1')
 
 /** Rows per page when a whole namespace is read (an index load): a few MB of vectors per round trip. */
 export const PAGE_ROWS = 2_000
@@ -27,7 +30,7 @@ export class PgIndexRecords implements IndexRecordsReader {
   }
 
   async meta(namespace: string): Promise<IndexMeta | undefined> {
-    const rows = await this.#pg.query('index_meta', 'SELECT meta FROM index_meta WHERE namespace = $1', [namespace])
+    const rows = await this.#pg.query('index_meta', META, [namespace])
     return rows[0]?.meta as IndexMeta | undefined
   }
 
