@@ -118,8 +118,11 @@ export async function removeInTxn(c: Queryable, namespace: string, before: Index
 }
 
 /**
- * The new meta and its log entry, and the entries that fell out of the kept window forgotten: one statement (a round
- * trip inside the writer's transaction, which holds the namespace's lock), its parts touching different rows.
+ * The new meta and its log entry, and the entry that fell out of the kept window forgotten: one statement (a round
+ * trip inside the writer's transaction, which holds the namespace's lock), its parts touching different rows. The
+ * entry is deleted by its key, not as a range from the namespace's first version (versions grow by one per write, so
+ * one entry leaves the window per write): a range walks every deleted and not yet vacuumed entry before it (migration 7,
+ * append-exchange-sql.ts).
  */
 async function writeMeta(c: Queryable, namespace: string, meta: IndexMeta, entry: IndexLogEntry): Promise<void> {
   await c.query(
@@ -128,7 +131,7 @@ async function writeMeta(c: Queryable, namespace: string, meta: IndexMeta, entry
      ), l AS (
        INSERT INTO index_log (namespace, version, change) VALUES ($1, $3, $4::jsonb)
      )
-     DELETE FROM index_log WHERE namespace = $1 AND version <= $5`,
+     DELETE FROM index_log WHERE namespace = $1 AND version = $5`,
     [namespace, JSON.stringify(meta), meta.version, JSON.stringify(entry), meta.version - INDEX_LOG_KEEP],
   )
 }
