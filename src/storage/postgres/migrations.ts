@@ -179,8 +179,8 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 7,
-    name: 'recallgate_write_meta: the change log entry leaving the kept window deleted by its key',
-    // The same function signature, re-created: every caller (a replica of version 6 included) uses it at once.
+    name: 'the meta functions of a save: PL/pgSQL, and the change log entry leaving the kept window deleted by its key',
+    // The same function signatures, re-created: every caller (a replica of version 6 included) uses them at once.
     sql: WRITE_META_SQL,
   },
 ]
