@@ -100,8 +100,15 @@ export class Pg {
     let broken: Error | undefined
     // A callback that throws a plain error is its caller refusing (a check), not the store failing: not counted.
     let refused = false
+    // A connection that drops while checked out emits 'error' on its client (pg-pool listens only on idle ones, and
+    // on its own query's): unheard, that is an uncaught exception. The statement in flight, or the next, fails by
+    // itself; this only marks the client broken, so that it is discarded instead of pooled again.
+    const onError = (err: Error): void => {
+      broken = err
+    }
     try {
       client = await this.pool.connect()
+      client.on('error', onError)
       // One round trip either way (a simple query may hold several statements).
       await client.query(o.durable === false ? 'BEGIN; SET LOCAL synchronous_commit = off' : 'BEGIN')
       let result: T
@@ -126,6 +133,7 @@ export class Pg {
       if (!refused) this.#observe(op, performance.now() - started, false)
       throw classify(err)
     } finally {
+      client?.off('error', onError)
       client?.release(broken)
     }
   }
