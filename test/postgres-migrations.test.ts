@@ -12,7 +12,7 @@ import { TokenCounter } from '../src/context/tokenizer.js'
 import { KnowledgeBase } from '../src/knowledge/knowledge-base.js'
 import { SessionRecall } from '../src/recall/session-recall.js'
 import { LocalEmbedder } from '../src/retrieval/embedder.js'
-import type { FileStore, RecallStore } from '../src/storage/interface.js'
+import { INDEX_LOG_KEEP, type FileStore, type RecallStore } from '../src/storage/interface.js'
 import { openStores } from '../src/storage/open-stores.js'
 import { openStore } from '../src/storage/store.js'
 import { MIGRATIONS, SCHEMA_VERSION, migrate } from '../src/storage/postgres/migrations.js'
@@ -55,19 +55,34 @@ if (baseUrl === undefined) {
 
   t.test('from the previous version: the newest step applies over existing rows, which are kept', async (t) => {
     const pg = await open(t, await freshDatabase(t, baseUrl))
-    // The steps before the newest two (versions need not be consecutive: branches take numbers ahead of their merge).
-    const [older, previous] = [MIGRATIONS.at(-3)?.version ?? 0, MIGRATIONS.at(-2)?.version ?? 0]
+    // Version 4 (before keys had tenants, whose rows version 5 fills in), then the previous version, then the newest
+    // (versions need not be consecutive: branches take numbers ahead of their merge).
+    const [older, previous] = [4, MIGRATIONS.at(-2)?.version ?? 0]
     t.same((await migrate(pg.pool, { target: older })).version, older)
     await pg.query('seed', `INSERT INTO response_items (tenant, item_id, response_id) VALUES ('t', 'msg_1', 'resp_1')`)
     // A key as every version before 5 stored it: its tenant was derived from its hash, and must stay so.
     const oldKey = 'rg_a-key-from-before-tenant-ids'
     await pg.query('seed', 'INSERT INTO keys (hash, id, plan, created_at) VALUES ($1, $2, $3, $4)', [hashKey(oldKey), 'key_old', 'pro', 1])
-    t.same((await migrate(pg.pool, { target: previous })).applied, [previous])
+    t.same(
+      (await migrate(pg.pool, { target: previous })).applied,
+      MIGRATIONS.map((m) => m.version).filter((v) => v > older && v <= previous),
+    )
     // A session saved by a replica of the previous version, with its own statements.
     await pg.query('seed', `INSERT INTO sessions VALUES ('t', 's', 1, 1, 1, 1)`)
     await pg.query('seed', `INSERT INTO messages VALUES ('t', 's', 0, '{"role":"user","content":"before"}', 1, 1)`)
+    // A namespace whose change log version 6's function kept (a range delete), past the window.
+    const writeMeta = (version: number) =>
+      pg.query('seed', `SELECT recallgate_write_meta('recall:n', jsonb_build_object('version', $1::int), '{"add":[]}')`, [version])
+    for (let v = 1; v <= INDEX_LOG_KEEP + 20; v++) await writeMeta(v)
     const up = await migrate(pg.pool)
     t.same(up.applied, [SCHEMA_VERSION])
+    // Version 7's function continues it: one entry forgotten per write, by its key, the window the same size.
+    for (let v = INDEX_LOG_KEEP + 21; v <= INDEX_LOG_KEEP + 30; v++) await writeMeta(v)
+    t.same(
+      await pg.query('q', `SELECT min(version)::int AS lo, max(version)::int AS hi, count(*)::int AS n FROM index_log WHERE namespace = 'recall:n'`),
+      [{ lo: 31, hi: INDEX_LOG_KEEP + 30, n: INDEX_LOG_KEEP }],
+      'the newest INDEX_LOG_KEEP versions kept, before and after the upgrade',
+    )
     t.same(await versions(pg), MIGRATIONS.map((m) => m.version))
     t.same(await pg.query('q', 'SELECT response_id FROM response_items'), [{ response_id: 'resp_1' }], 'rows kept')
     const idx = await pg.query('q', `SELECT indexname FROM pg_indexes WHERE indexname = 'response_items_by_response'`)
@@ -76,7 +91,7 @@ if (baseUrl === undefined) {
     const keys = new PgKeyStore(pg, { now: () => 2 })
     await keys.reload()
     t.same(keys.lookup(hashKey(oldKey)), { id: tenantIdFor(hashKey(oldKey)), plan: 'pro' }, 'and authenticates as that tenant')
-    // Version 6's statement continues the session the previous version saved.
+    // The save's statement (version 6's, with version 7's meta writer) continues the session saved before.
     const sessions = new PgSessionStore(pg, { maxMessagesPerSession: 10, clock: () => 2, counter: new TokenCounter({ margins: {} }) })
     const saved = await sessions.appendExchange('t', 's', [{ role: 'user', content: 'after' }])
     t.same(saved.map((m) => m.seq), [1])

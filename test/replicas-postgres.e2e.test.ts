@@ -7,8 +7,6 @@
  * that goes away gives clean 503s with Retry-After and `/readyz` 503, then recovery without a restart.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
-import { once } from 'node:events'
-import { connect, createServer, type Server, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import OpenAI from 'openai'
@@ -19,6 +17,7 @@ import { capturedIo } from './helpers/captured-io.js'
 import { spawnGateway, type ChildGateway } from './helpers/child-gateway.js'
 import { startHarness } from './helpers/harness.js'
 import { freshDatabase, POSTGRES_SKIP_REASON, testDatabaseUrl, withoutService } from './helpers/services.js'
+import { cuttableRelay } from './helpers/tcp-relay.js'
 
 t.setTimeout(360_000)
 const READY = { readyTimeoutMs: 150_000 }
@@ -52,42 +51,6 @@ async function until(what: string, check: () => Promise<boolean>, tries = 150): 
     await new Promise((r) => setTimeout(r, 100))
   }
   throw new Error(`gave up waiting: ${what}`)
-}
-
-/** A TCP relay to PostgreSQL that can be cut (every connection reset, new ones refused) and restored on its port. */
-async function cuttableRelay(target: URL): Promise<{ url: string; cut(): Promise<void>; restore(): Promise<void>; close(): Promise<void> }> {
-  const sockets = new Set<Socket>()
-  let server: Server | undefined
-  let port = 0
-  const listen = async (): Promise<void> => {
-    const s = createServer((inbound) => {
-      const outbound = connect(Number(target.port), target.hostname)
-      for (const sock of [inbound, outbound]) {
-        sockets.add(sock)
-        sock.on('close', () => sockets.delete(sock))
-        // A reset on one side ends the other: what a database going away looks like to the gateway.
-        sock.on('error', () => {
-          inbound.destroy()
-          outbound.destroy()
-        })
-      }
-      inbound.pipe(outbound).pipe(inbound)
-    })
-    s.listen(port, '127.0.0.1')
-    await once(s, 'listening')
-    port = (s.address() as { port: number }).port
-    server = s
-  }
-  const cut = async (): Promise<void> => {
-    const s = server
-    server = undefined
-    for (const sock of sockets) sock.destroy()
-    if (s !== undefined) await new Promise((r) => s.close(r))
-  }
-  await listen()
-  const u = new URL(target.toString())
-  u.port = String(port)
-  return { url: u.toString(), cut, restore: listen, close: cut }
 }
 
 if (baseUrl === undefined) {

@@ -16,6 +16,11 @@ export interface Arm {
   request: LoadRequest
   /** The process whose CPU time is charged to this arm (the server under test). */
   proc?: Proc | undefined
+  /**
+   * CPU time, µs, of another server this arm's requests make work for (a database's backends), read before and after
+   * each of the arm's batches like `proc`'s.
+   */
+  backendCpuUs?: (() => Promise<number>) | undefined
 }
 
 export interface ArmResult {
@@ -28,6 +33,8 @@ export interface ArmResult {
   ttftMs: number[]
   /** CPU time of `proc` per successful request, µs; NaN without a proc. */
   cpuUsPerRequest: number
+  /** CPU time of `backendCpuUs` per successful request, µs; NaN without one. */
+  backendCpuUsPerRequest: number
   rounds: Array<{ p50: number; p99: number; ttftP50: number; rps: number }>
 }
 
@@ -47,8 +54,20 @@ export async function interleave(arms: readonly Arm[], o: InterleaveOptions): Pr
   const pools = arms.map((a) => new Pool(a.origin, { connections: o.connections ?? o.batch.connections, pipelining: 1, keepAliveTimeout: 60_000 }))
   const results = new Map<string, ArmResult>()
   const cpuUs = new Map<string, number>()
+  const backendUs = new Map<string, number>()
   for (const a of arms)
-    results.set(a.name, { name: a.name, ok: 0, failed: 0, outcomes: {}, elapsedMs: 0, latencyMs: [], ttftMs: [], cpuUsPerRequest: NaN, rounds: [] })
+    results.set(a.name, {
+      name: a.name,
+      ok: 0,
+      failed: 0,
+      outcomes: {},
+      elapsedMs: 0,
+      latencyMs: [],
+      ttftMs: [],
+      cpuUsPerRequest: NaN,
+      backendCpuUsPerRequest: NaN,
+      rounds: [],
+    })
   try {
     if (o.warmup) for (const [i, a] of arms.entries()) await runLoad(pools[i] as Pool, a.request, { ...o.warmup, maxSamples: 0 })
     await o.afterWarmup?.()
@@ -57,7 +76,9 @@ export async function interleave(arms: readonly Arm[], o: InterleaveOptions): Pr
         const i = (r + j) % arms.length
         const arm = arms[i] as Arm
         const before = arm.proc ? (await arm.proc.stats()).cpuUs : 0
+        const backendBefore = arm.backendCpuUs ? await arm.backendCpuUs() : 0
         const res = await runLoad(pools[i] as Pool, arm.request, o.batch)
+        if (arm.backendCpuUs) backendUs.set(arm.name, (backendUs.get(arm.name) ?? 0) + (await arm.backendCpuUs()) - backendBefore)
         if (arm.proc) cpuUs.set(arm.name, (cpuUs.get(arm.name) ?? 0) + (await arm.proc.stats()).cpuUs - before)
         merge(results.get(arm.name) as ArmResult, res)
       }
@@ -68,6 +89,8 @@ export async function interleave(arms: readonly Arm[], o: InterleaveOptions): Pr
   for (const r of results.values()) {
     const cpu = cpuUs.get(r.name)
     if (cpu !== undefined && r.ok > 0) r.cpuUsPerRequest = cpu / r.ok
+    const backend = backendUs.get(r.name)
+    if (backend !== undefined && r.ok > 0) r.backendCpuUsPerRequest = backend / r.ok
   }
   return results
 }
@@ -102,7 +125,8 @@ export function describeArms(title: string, m: Map<string, ArmResult>): string {
   const f = (v: number): string => (Number.isFinite(v) ? `${Math.round(v * 1000)}` : '-')
   const lines = [...m.values()].map((r) => {
     const ttft = r.ttftMs.length ? ` ttft p50 ${f(quantile(r.ttftMs, 0.5))} p99 ${f(quantile(r.ttftMs, 0.99))}` : ''
-    return `  ${r.name.padEnd(22)} n ${String(r.ok).padStart(6)}  p50 ${f(quantile(r.latencyMs, 0.5))} p90 ${f(quantile(r.latencyMs, 0.9))} p99 ${f(quantile(r.latencyMs, 0.99))} µs${ttft}  ${throughput(r).toFixed(0)}/s  cpu ${Number.isFinite(r.cpuUsPerRequest) ? r.cpuUsPerRequest.toFixed(0) : '-'} µs/req`
+    const backend = Number.isFinite(r.backendCpuUsPerRequest) ? ` + backend ${r.backendCpuUsPerRequest.toFixed(0)}` : ''
+    return `  ${r.name.padEnd(22)} n ${String(r.ok).padStart(6)}  p50 ${f(quantile(r.latencyMs, 0.5))} p90 ${f(quantile(r.latencyMs, 0.9))} p99 ${f(quantile(r.latencyMs, 0.99))} µs${ttft}  ${throughput(r).toFixed(0)}/s  cpu ${Number.isFinite(r.cpuUsPerRequest) ? r.cpuUsPerRequest.toFixed(0) : '-'}${backend} µs/req`
   })
   return `${title}\n${lines.join('\n')}`
 }

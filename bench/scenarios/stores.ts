@@ -14,6 +14,7 @@
  * and dropped after). `node dist/bench/run-all.js --only stores [--quick]`
  */
 import { randomBytes } from 'node:crypto'
+import { readFileSync } from 'node:fs'
 import pg from 'pg'
 import { chatRequest, type LoadRequest } from '../../src/cli/bench.js'
 import { arm, armProblems } from '../lib/arm-report.js'
@@ -55,6 +56,40 @@ async function freshDatabase(base: string): Promise<{ url: string; drop: () => P
   }
 }
 
+/**
+ * CPU time, µs, of the PostgreSQL server's processes (backends, WAL writer, checkpointer …) but the one asking, read
+ * from /proc: the server must run on this machine (it does in the bench's setup: loopback). Its backends compete with
+ * the gateways for the same cores, so their CPU per request is part of what a store costs here. Undefined when /proc
+ * cannot be read (another host, another OS).
+ */
+async function serverCpu(base: string): Promise<{ read: () => Promise<number>; close: () => Promise<void> } | undefined> {
+  const c = new pg.Client({ connectionString: base })
+  await c.connect()
+  const read = async (): Promise<number> => {
+    const res = await c.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid()')
+    let ticks = 0
+    for (const { pid } of res.rows) {
+      try {
+        // Fields 14 and 15 (utime, stime) after the command name's closing parenthesis.
+        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+        const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+        ticks += Number(f[11]) + Number(f[12])
+      } catch {
+        // The process ended between the query and the read (an idle connection closed): its time is not counted.
+      }
+    }
+    // 100 ticks a second on Linux (CLK_TCK).
+    return ticks * 10_000
+  }
+  try {
+    await read()
+    return { read, close: () => c.end() }
+  } catch {
+    await c.end()
+    return undefined
+  }
+}
+
 export async function storesScenario(ctx: ScenarioContext): Promise<ScenarioResult> {
   const base = process.env.RECALLGATE_BENCH_DATABASE_URL
   if (base === undefined || base === '') {
@@ -63,14 +98,22 @@ export async function storesScenario(ctx: ScenarioContext): Promise<ScenarioResu
   const db = await freshDatabase(base)
   const stacks: Stack[] = []
   const problems: string[] = []
+  const server = await serverCpu(base)
   try {
     const env = { MAX_SESSION_MESSAGES: '20' }
-    const lmdb = await startStack({ env })
+    const cpuProfDir = ctx.cpuProfDir
+    const lmdb = await startStack({ env, cpuProfDir })
     stacks.push(lmdb)
-    const pgA = await startStack({ env: { ...env, DATABASE_URL: db.url } })
+    const pgA = await startStack({ env: { ...env, DATABASE_URL: db.url }, cpuProfDir })
     stacks.push(pgA)
-    const pgB = await startStack({ env: { ...env, DATABASE_URL: db.url } })
+    const pgB = await startStack({ env: { ...env, DATABASE_URL: db.url }, cpuProfDir })
     stacks.push(pgB)
+    // The server's CPU is charged to every arm, LMDB's too (idle then: the control).
+    const backendCpuUs = server?.read
+    // One profile per gateway and phase (`--profile`): `<phase>-<arm>.gateway`.
+    const profiled = async (phase: string, m: Map<string, { ok: number }>, arms: Array<[string, Stack]>): Promise<void> => {
+      for (const [name, s] of arms) await s.profileStop(`${phase}-${name.replace(' ', '')}`, { gateway: m.get(name)?.ok ?? 0 })
+    }
 
     // The same files on both engines (uploaded once to PostgreSQL: both replicas serve them).
     const corpus = new Corpus(11)
@@ -92,20 +135,32 @@ export async function storesScenario(ctx: ScenarioContext): Promise<ScenarioResu
     ctx.log(`stores: saved exchanges and searches, ${rounds} rounds × ${batch} requests per arm`)
     const saved = await interleave(
       [
-        { name: 'lmdb', origin: lmdb.origins.gateway, request: chat, proc: lmdb.gateway },
-        { name: 'postgres', origin: pgA.origins.gateway, request: chat, proc: pgA.gateway },
+        { name: 'lmdb', origin: lmdb.origins.gateway, request: chat, proc: lmdb.gateway, backendCpuUs },
+        { name: 'postgres', origin: pgA.origins.gateway, request: chat, proc: pgA.gateway, backendCpuUs },
       ],
-      { rounds, batch: { connections: 1, requests: batch }, warmup: { connections: 1, requests: 50 } },
+      {
+        rounds,
+        batch: { connections: 1, requests: batch },
+        warmup: { connections: 1, requests: 50 },
+        afterWarmup: async () => void (await Promise.all([lmdb.profileStart(), pgA.profileStart()])),
+      },
     )
+    await profiled('save', saved, [['lmdb', lmdb], ['postgres', pgA]])
     const query = topics[0] ?? 'query'
     const search = await interleave(
       [
-        { name: 'lmdb', origin: lmdb.origins.gateway, request: searchRequest(query), proc: lmdb.gateway },
-        { name: 'postgres A', origin: pgA.origins.gateway, request: searchRequest(query), proc: pgA.gateway },
-        { name: 'postgres B', origin: pgB.origins.gateway, request: searchRequest(query), proc: pgB.gateway },
+        { name: 'lmdb', origin: lmdb.origins.gateway, request: searchRequest(query), proc: lmdb.gateway, backendCpuUs },
+        { name: 'postgres A', origin: pgA.origins.gateway, request: searchRequest(query), proc: pgA.gateway, backendCpuUs },
+        { name: 'postgres B', origin: pgB.origins.gateway, request: searchRequest(query), proc: pgB.gateway, backendCpuUs },
       ],
-      { rounds, batch: { connections: 1, requests: batch }, warmup: { connections: 1, requests: 50 } },
+      {
+        rounds,
+        batch: { connections: 1, requests: batch },
+        warmup: { connections: 1, requests: 50 },
+        afterWarmup: async () => void (await Promise.all([lmdb.profileStart(), pgA.profileStart(), pgB.profileStart()])),
+      },
     )
+    await profiled('search', search, [['lmdb', lmdb], ['postgres A', pgA], ['postgres B', pgB]])
 
     // Read-your-writes: upload through A, search through B at once, a few times.
     const tries = ctx.quick ? 5 : 20
@@ -126,6 +181,12 @@ export async function storesScenario(ctx: ScenarioContext): Promise<ScenarioResu
     const added = p50(saved, 'postgres') - p50(saved, 'lmdb')
     const searchRatio = p50(search, 'postgres B') / p50(search, 'lmdb')
     firstMs.sort((a, b) => a - b)
+    // CPU per request: the gateway's own, and the database server's (which runs on the same cores).
+    const cpu = (m: typeof saved, n: string): string => {
+      const r = arm(m, n)
+      const db = Number.isFinite(r.backendCpuUsPerRequest) ? ` + db ${r.backendCpuUsPerRequest.toFixed(0)}` : ''
+      return `${r.cpuUsPerRequest.toFixed(0)}${db} µs`
+    }
     const rows: Row[] = [
       {
         scenario: 'PostgreSQL store',
@@ -138,12 +199,28 @@ export async function storesScenario(ctx: ScenarioContext): Promise<ScenarioResu
       },
       {
         scenario: 'PostgreSQL store',
+        measure: 'CPU per saved exchange (gateway + database server)',
+        baseline: `LMDB ${cpu(saved, 'lmdb')}`,
+        value: cpu(saved, 'postgres'),
+        delta: '',
+        target: '',
+      },
+      {
+        scenario: 'PostgreSQL store',
         measure: `hybrid search p50, ${files * paragraphs} paragraphs, from a replica's index`,
         baseline: `LMDB ${us(p50(search, 'lmdb'))}`,
         value: `A ${us(p50(search, 'postgres A'))}, B ${us(p50(search, 'postgres B'))}`,
         delta: `${searchRatio.toFixed(2)}×`,
         target: '≤ 1.10×',
         pass: searchRatio <= 1.1,
+      },
+      {
+        scenario: 'PostgreSQL store',
+        measure: 'CPU per search (gateway + database server)',
+        baseline: `LMDB ${cpu(search, 'lmdb')}`,
+        value: `A ${cpu(search, 'postgres A')}, B ${cpu(search, 'postgres B')}`,
+        delta: '',
+        target: '',
       },
       {
         scenario: 'PostgreSQL store',
@@ -158,6 +235,7 @@ export async function storesScenario(ctx: ScenarioContext): Promise<ScenarioResu
     return { rows, problems }
   } finally {
     for (const s of stacks.reverse()) await s.close().catch(() => undefined)
+    await server?.close().catch(() => undefined)
     await db.drop().catch(() => undefined)
   }
 }

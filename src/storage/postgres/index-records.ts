@@ -8,7 +8,10 @@
  */
 import { INDEX_LOG_KEEP, type IndexChange, type IndexLogEntry, type IndexMeta, type IndexRecordsReader } from '../interface.js'
 import { decodeVector, encodeVector, metaAfterAdd, metaAfterRemove } from '../index-meta.js'
-import type { Pg, Queryable } from './pool.js'
+import { prepared, type Pg, type Queryable } from './pool.js'
+
+/** Every search's read of the namespace's committed state (a primary-key read): prepared once per connection. */
+const META = prepared('index_meta', 'SELECT meta FROM index_meta WHERE namespace = $1')
 
 /** Rows per page when a whole namespace is read (an index load): a few MB of vectors per round trip. */
 export const PAGE_ROWS = 2_000
@@ -27,7 +30,7 @@ export class PgIndexRecords implements IndexRecordsReader {
   }
 
   async meta(namespace: string): Promise<IndexMeta | undefined> {
-    const rows = await this.#pg.query('index_meta', 'SELECT meta FROM index_meta WHERE namespace = $1', [namespace])
+    const rows = await this.#pg.query('index_meta', META, [namespace])
     return rows[0]?.meta as IndexMeta | undefined
   }
 
@@ -115,8 +118,11 @@ export async function removeInTxn(c: Queryable, namespace: string, before: Index
 }
 
 /**
- * The new meta and its log entry, and the entries that fell out of the kept window forgotten: one statement (a round
- * trip inside the writer's transaction, which holds the namespace's lock), its parts touching different rows.
+ * The new meta and its log entry, and the entry that fell out of the kept window forgotten: one statement (a round
+ * trip inside the writer's transaction, which holds the namespace's lock), its parts touching different rows. The
+ * entry is deleted by its key, not as a range from the namespace's first version (versions grow by one per write, so
+ * one entry leaves the window per write): a range walks every deleted and not yet vacuumed entry before it (migration 7,
+ * append-exchange-sql.ts).
  */
 async function writeMeta(c: Queryable, namespace: string, meta: IndexMeta, entry: IndexLogEntry): Promise<void> {
   await c.query(
@@ -125,7 +131,7 @@ async function writeMeta(c: Queryable, namespace: string, meta: IndexMeta, entry
      ), l AS (
        INSERT INTO index_log (namespace, version, change) VALUES ($1, $3, $4::jsonb)
      )
-     DELETE FROM index_log WHERE namespace = $1 AND version <= $5`,
+     DELETE FROM index_log WHERE namespace = $1 AND version = $5`,
     [namespace, JSON.stringify(meta), meta.version, JSON.stringify(entry), meta.version - INDEX_LOG_KEEP],
   )
 }

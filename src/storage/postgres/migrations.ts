@@ -9,7 +9,7 @@
  * on both engines, whatever the database's default collation.
  */
 import type pg from 'pg'
-import { APPEND_EXCHANGE_SQL } from './append-exchange-sql.js'
+import { APPEND_EXCHANGE_SQL, WRITE_META_SQL } from './append-exchange-sql.js'
 
 export interface Migration {
   readonly version: number
@@ -176,6 +176,12 @@ export const MIGRATIONS: readonly Migration[] = [
     // Adds functions only, no table changes: a replica of the previous version keeps saving with its own statements
     // (under the same locks, so both kinds of save queue on one another) until it is upgraded.
     sql: APPEND_EXCHANGE_SQL,
+  },
+  {
+    version: 7,
+    name: 'the meta functions of a save: PL/pgSQL, and the change log entry leaving the kept window deleted by its key',
+    // The same function signatures, re-created: every caller (a replica of version 6 included) uses them at once.
+    sql: WRITE_META_SQL,
   },
 ]
 

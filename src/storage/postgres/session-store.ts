@@ -33,7 +33,7 @@ import {
 } from '../interface.js'
 import { storedMessage } from '../../messages/stored-message.js'
 import { checkSessionId } from '../session-id.js'
-import { ms, type Pg, type Queryable, type Row } from './pool.js'
+import { ms, prepared, type Pg, type Queryable, type Row } from './pool.js'
 
 export interface PgSessionStoreOptions {
   maxMessagesPerSession: number
@@ -95,6 +95,16 @@ interface SessionRow extends Row {
   count: number
 }
 
+/** A request's history read and its save: every request with a session runs them, each prepared once per connection. */
+const HISTORY = prepared(
+  'history',
+  'SELECT seq, message, tokens, created_at FROM messages WHERE tenant = $1 AND session_id = $2 ORDER BY seq DESC LIMIT $3',
+)
+const APPEND_EXCHANGE = prepared(
+  'append_exchange',
+  'SELECT recallgate_append_exchange($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) AS r',
+)
+
 export class PgSessionStore implements SessionStore {
   readonly #pg: Pg
   readonly #max: number
@@ -139,12 +149,7 @@ export class PgSessionStore implements SessionStore {
   async history(tenant: string, sessionId: string, limit = Infinity): Promise<StoredMessage[]> {
     checkSessionId(tenant, sessionId)
     if (limit <= 0) return []
-    const rows = await this.#pg.query(
-      'history',
-      `SELECT seq, message, tokens, created_at FROM messages WHERE tenant = $1 AND session_id = $2
-       ORDER BY seq DESC LIMIT $3`,
-      [tenant, sessionId, Number.isFinite(limit) ? Math.floor(limit) : null],
-    )
+    const rows = await this.#pg.query('history', HISTORY, [tenant, sessionId, Number.isFinite(limit) ? Math.floor(limit) : null])
     const out: StoredMessage[] = []
     for (let i = rows.length - 1; i >= 0; i--) {
       const r = rows[i] as Row
@@ -200,7 +205,7 @@ export class PgSessionStore implements SessionStore {
     const recall = hook?.args(tenant, sessionId, prepared)
     const rows = await this.#pg.query<{ r: AppendResult }>(
       'append_exchange',
-      'SELECT recallgate_append_exchange($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) AS r',
+      APPEND_EXCHANGE,
       [
         tenant,
         sessionId,

@@ -3,6 +3,10 @@
  * listed the same through every replica. A batch is one transaction: one insert over arrays (`unnest`), then each of
  * its tenants' rows beyond the newest `keep` cut in one statement (a walk of `keep` index entries per tenant).
  *
+ * Traces are diagnostics (trace-recorder.ts): a batch commits without waiting for the WAL flush, as LMDB's trace writes
+ * resolve at commit, not at the flush. A crash may lose the last batches, never part of one, and never anything else:
+ * a later durable commit (an exchange's) flushes the WAL up to itself, batches before it included.
+ *
  * The trace is `text`, not `jsonb`: nothing queries inside it, and jsonb refuses the `\u0000` escape a message may
  * hold, which would lose the whole batch. Tenant first in every key and every WHERE.
  */
@@ -41,7 +45,9 @@ export class PgTraceStore implements TraceStore {
          WHERE t.tenant = cut.tenant AND (t.created_at, t.id) <= (cut.created_at, cut.id)`,
         [[...new Set(traces.map((t) => t.tenant))], keep],
       )
-    })
+      // Diagnostics, not durable (trace-recorder.ts): committed without waiting for the WAL flush, as LMDB commits
+      // them, so a batch's COMMIT is not a second fsync beside the exchanges' own on every FLUSH_MS.
+    }, { durable: false })
   }
 
   async list(tenant: string, limit: number): Promise<RequestTrace[]> {
