@@ -281,3 +281,53 @@ t.test('pending records: a live process keeps its own, one from elsewhere is rem
   t.equal(await repo.recover(), 2, 'an hour on, both are taken as gone')
   t.equal(store.chunks.getKeysCount(), 0)
 })
+
+t.test('a large file is deleted at once for every reader, its rows and vectors removed after it in slices', async (t) => {
+  const store = openStore({ dir: t.testdir() })
+  t.teardown(() => store.close())
+  const seen: Array<{ removed: number; files: string[]; chunks: number; vectors: number[]; meta: unknown }> = []
+  const repo: FileRepo = new FileRepo(store, {
+    sliceRows: 3,
+    onDeleteSlice: (removed) => {
+      seen.push({
+        removed,
+        files: repo.listFiles('t1').map((f) => f.id),
+        chunks: [...repo.tenantChunks('t1')].length,
+        vectors: [...repo.index.vectors('files:t1')].map((v) => v.label),
+        meta: repo.index.meta('files:t1'),
+      })
+    },
+  })
+  await repo.insertFile({ tenant: 't1', namespace: 'files:t1', ...big('file-keep', 2), embedderId: 'e1', check: () => {} })
+  const added = await repo.insertFile({ tenant: 't1', namespace: 'files:t1', ...big('file-big', 8), embedderId: 'e1', check: () => {} })
+  const change = await repo.deleteFile('t1', 'files:t1', 'file-big')
+  t.match(change, { fromVersion: 2, meta: { version: 3, count: 2 }, labels: added.labels })
+  t.same(repo.index.changes('files:t1', 3, 3), [{ remove: added.labels }], 'one change log entry, as a whole delete')
+  t.same(seen.map((s) => s.removed), [0, 3, 6], 'three slices')
+  for (const s of seen) t.match(s, { files: ['file-keep'], chunks: 2, vectors: [0, 1], meta: { version: 3, count: 2 } }, `before slice ${s.removed}: gone`)
+  t.same([...store.chunks.getKeys({ start: ['t1', 'file-big', 0], end: ['t1', 'file-big', 99] })], [], 'no row left')
+  t.same([...store.vectors.getKeys({ start: ['files:t1', 0], end: ['files:t1', 99] })].map((k) => (k as [string, number])[1]), [0, 1], 'no vector left')
+  t.equal(await repo.recover(), 0, 'nothing pending')
+  t.equal(await repo.deleteFile('t1', 'files:t1', 'file-big'), undefined, 'a second delete finds nothing')
+})
+
+t.test('a large delete stopped part-way is finished by recover, and the file stays deleted', async (t) => {
+  const store = openStore({ dir: t.testdir() })
+  t.teardown(() => store.close())
+  const repo = new FileRepo(store, {
+    sliceRows: 3,
+    onDeleteSlice: (removed) => {
+      if (removed === 3) throw new Error('the process stops here')
+    },
+  })
+  await repo.insertFile({ tenant: 't1', namespace: 'files:t1', ...big('file-big', 8), embedderId: 'e1', check: () => {} })
+  t.match(await repo.deleteFile('t1', 'files:t1', 'file-big'), { meta: { version: 2, count: 0 } }, 'the delete itself succeeded')
+  t.same(repo.listFiles('t1'), [])
+  t.equal([...store.chunks.getKeys({ start: ['t1', 'file-big', 0], end: ['t1', 'file-big', 99] })].length, 5, 'five rows left after the first slice')
+  t.same([...repo.index.vectors('files:t1')], [], 'and their vectors are not loaded')
+  const after = new FileRepo(store)
+  t.equal(await after.recover(), 1, 'the removal left behind is finished')
+  t.equal([...store.chunks.getKeys({ start: ['t1', 'file-big', 0], end: ['t1', 'file-big', 99] })].length, 0)
+  t.equal([...store.vectors.getKeys({ start: ['files:t1', 0], end: ['files:t1', 99] })].length, 0)
+  t.match(after.index.meta('files:t1'), { version: 2, count: 0, nextLabel: 8 })
+})
