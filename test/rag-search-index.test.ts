@@ -248,3 +248,36 @@ t.test('a graph is saved only with every vector of the version it claims, and th
   t.notOk(rebuilt, 'the saved graph was current: not rebuilt from the stored vectors')
   t.equal(source.reads, reads + 1)
 })
+
+t.test('a removal runs in slices between other work, and no search meanwhile ranks any removed document', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'rag-si-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const source = new MemorySource()
+  await source.add('s', Array.from({ length: 50 }, (_, i) => `keeper ${i} about rivers`))
+  const gone = await source.add('s', Array.from({ length: 300 }, (_, i) => `removed ${i} about rivers`))
+  // sliceMs 0: pause after every step, so "the event loop ran in between" does not depend on this machine's speed.
+  const index = new SearchIndex({ dir, source, embedder, saveDelay: 60_000, sliceMs: 0 })
+  t.teardown(() => index.close())
+  await index.load('s')
+  await index.idle()
+  const removedLabels = gone.docs.map((d) => d.label)
+  const r = source.remove('s', removedLabels)
+  let done = false
+  const applied = index.applyRemove('s', r.from, r.meta, removedLabels).then(() => (done = true))
+  let turns = 0
+  const searches: Array<Promise<number[]>> = []
+  // Other work, turn by turn, while the removal runs: a search started every tenth turn.
+  while (!done) {
+    turns++
+    if (turns % 10 === 1) searches.push(index.search('s', 'rivers', 400, 'hybrid').then(labels))
+    await new Promise((resolve) => setImmediate(resolve))
+  }
+  await applied
+  t.ok(turns > 10, `other callbacks ran while 300 documents were removed (${turns} turns)`)
+  const seen = await Promise.all(searches)
+  t.ok(seen.length > 1, `${seen.length} searches during the removal`)
+  const removed = new Set(removedLabels)
+  t.same(seen.flat().filter((l) => removed.has(l)), [], 'no search returned a removed document')
+  t.same(seen.map((l) => l.length), seen.map(() => 50), 'each found the 50 kept ones')
+  t.equal((await index.search('s', 'rivers', 400, 'bm25')).length, 50, 'the 50 kept documents remain')
+})

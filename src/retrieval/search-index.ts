@@ -195,6 +195,8 @@ interface Entry {
   pending: { version: number; epoch: string | undefined }
   /** A catch-up from the change log is queued or running: searches it covers wait for it (`#entry`). */
   catchingUp?: boolean
+  /** A removal is running, in slices: searches it covers wait for it (`#entry`), so none ranks half of it. */
+  removing?: boolean
   embedderId: string
   dimension: number
   dirty: boolean
@@ -465,17 +467,25 @@ export class SearchIndex {
   /** A committed removal of `labels` (resolves and fails like applyAdd). */
   applyRemove(namespace: string, fromVersion: number, meta: NamespaceMeta, labels: readonly number[]): Promise<void> {
     return this.#apply(namespace, fromVersion, meta, async (entry) => {
-      for (const label of labels) {
-        if (!entry.refs.delete(label)) continue
-        entry.bm25.remove(label)
-        this.#removeVector(entry, label)
+      // In slices, as an addition is: a large file's 14,730 labels were one block of the event loop. A search that
+      // read the committed state meanwhile waits for the whole removal (`removing`), so none ranks half of it.
+      const slicer = new TimeSlicer(this.#sliceMs)
+      entry.removing = true
+      try {
+        for (const label of labels) {
+          if (!entry.refs.delete(label)) continue
+          entry.bm25.remove(label)
+          this.#removeVector(entry, label)
+          if (slicer.due()) await slicer.pause()
+        }
+      } finally {
+        entry.removing = false
       }
       // Deleted vectors still cost graph space and search time: rebuild once they outnumber the live ones. Searches
       // keep using the old graph until the new one is complete.
       const old = entry.vectors
       if (old !== null && old.deleted > Math.max(1024, old.size)) {
         const next = VectorIndex.create(old.dimension, this.#hnsw, old.size)
-        const slicer = new TimeSlicer(this.#sliceMs)
         for (const label of [...entry.refs.keys()]) {
           // Still waiting in the fresh set: it goes into the new graph when the fresh set drains.
           if (entry.fresh.has(label)) continue
@@ -531,7 +541,8 @@ export class SearchIndex {
       if (epoch === meta?.epoch ? (meta?.version ?? 0) <= version : meta === undefined && version === 0) {
         // Covered by a catch-up another search started and that is still applying: wait for it in the queue, or this
         // search would rank on the index from before another process's delete (final from the next request on).
-        if (cached.catchingUp && meta !== undefined && cached.version < meta.version) return this.#catchUp(namespace, cached, meta)
+        if ((cached.catchingUp === true || cached.removing === true) && meta !== undefined && cached.version < meta.version)
+          return this.#catchUp(namespace, cached, meta)
         return cached
       }
       // Behind within the same generation: apply what it missed from the change log (a few documents) rather than
