@@ -217,8 +217,8 @@ function countOrEstimate(text: string, s: number, e: number, count: (s: string) 
   return Math.ceil((count(text.slice(s, end)) * (e - s)) / (end - s))
 }
 
-/** Sentence and line ranges in text[from, to), trimmed, empty ones dropped. */
-function sentences(text: string, from: number, to: number): Array<[number, number]> {
+/** Sentence and line ranges in text[from, to), trimmed, empty ones dropped (also how knowledge/focus.ts cuts an excerpt). */
+export function sentences(text: string, from: number, to: number): Array<[number, number]> {
   const out: Array<[number, number]> = []
   const push = (s: number, e: number): void => {
     while (s < e && isSpace(text.charCodeAt(s))) s++

@@ -12,30 +12,7 @@
  * excerpts a request are cut, 0.1–0.2 ms a request, whatever the number of chunks in the knowledge base (only the hits
  * that go into the prompt are read).
  */
-
-/** Sentence ends, as the chunker cuts them (ingest/chunker.ts): . ! ? (or CJK ones) and closing marks, before white space; a line break. */
-const BOUNDARY = /[.!?。！？][)"'”’\]]*(?=\s)|\n/g
-
-/** [start, end) character ranges of the sentences of `text`, white space between them left out. */
-export function sentenceSpans(text: string): Array<[number, number]> {
-  const out: Array<[number, number]> = []
-  let start = 0
-  for (const m of text.matchAll(BOUNDARY)) {
-    const end = m.index + m[0].length
-    pushTrimmed(text, start, end, out)
-    start = end
-  }
-  pushTrimmed(text, start, text.length, out)
-  return out
-}
-
-function pushTrimmed(text: string, start: number, end: number, out: Array<[number, number]>): void {
-  let s = start
-  let e = end
-  while (s < e && isSpace(text.charCodeAt(s))) s++
-  while (e > s && isSpace(text.charCodeAt(e - 1))) e--
-  if (e > s) out.push([s, e])
-}
+import { sentences } from '../ingest/chunker.js'
 
 export interface FocusQuery {
   /** The query's terms (as BM25 analyzes them) with their idf. */
@@ -50,7 +27,8 @@ export interface FocusQuery {
  */
 export function focusSpan(text: string, query: FocusQuery, neighbours: number): [number, number] | undefined {
   if (query.weights.size === 0) return undefined
-  const spans = sentenceSpans(text)
+  // Sentences as the chunker cut them.
+  const spans = sentences(text, 0, text.length)
   if (spans.length <= 1 + 2 * neighbours) return undefined
   let best = -1
   let bestScore = 0
@@ -74,9 +52,4 @@ export function focusSpan(text: string, query: FocusQuery, neighbours: number): 
   const from = Math.max(0, best - neighbours)
   const to = Math.min(spans.length - 1, best + neighbours)
   return [(spans[from] as [number, number])[0], (spans[to] as [number, number])[1]]
-}
-
-/** ASCII white space and no-break space: what surrounds sentences in extracted text (a trim, not a word rule). */
-function isSpace(c: number): boolean {
-  return c === 32 || (c >= 9 && c <= 13) || c === 0xa0
 }
