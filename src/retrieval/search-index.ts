@@ -346,10 +346,15 @@ export class SearchIndex {
     return mode === 'bm25' ? undefined : (await this.#embedder.embed([query], cancel))[0]
   }
 
+  /** The terms BM25 indexes for `text`, and searches for as a query. */
+  #terms(text: string): readonly string[] {
+    return this.#lexical(analyze(text))
+  }
+
   /** Rank on `entry` as it is now (synchronous: the entry cannot change under it). */
   #rank(entry: Entry, query: string, qv: Float32Array | undefined, k: number, mode: SearchMode): IndexHit[] {
     const depth = Math.max(k, this.#candidates)
-    const terms = this.#lexical(analyze(query))
+    const terms = this.#terms(query)
     const lexical = mode === 'vector' ? [] : entry.bm25.search(terms, depth)
     const semantic =
       qv === undefined || isZeroVector(qv) ? [] : mergeRankings(entry.vectors?.search(qv, depth) ?? [], entry.fresh.search(qv, depth), depth)
@@ -387,7 +392,7 @@ export class SearchIndex {
   queryWeights(namespace: string, query: string): { weights: Map<string, number>; terms: (text: string) => readonly string[] } {
     const weights = new Map<string, number>()
     const entry = this.#loaded.peek(namespace)
-    const terms = (text: string): readonly string[] => this.#lexical(analyze(text))
+    const terms = (text: string): readonly string[] => this.#terms(text)
     if (entry === undefined) return { weights, terms }
     for (const t of terms(query)) {
       const idf = entry.bm25.idf(t)
@@ -423,7 +428,7 @@ export class SearchIndex {
       if (entry.fresh.size > 0 && entry.fresh.size + docs.length > this.#maxFresh) await this.#drainNow(entry, vectors, slicer)
       const direct = Math.max(0, docs.length - this.#maxFresh)
       for (const d of docs) {
-        entry.bm25.add(d.label, this.#lexical(d.terms !== undefined ? d.terms : analyze(d.text)))
+        entry.bm25.add(d.label, d.terms !== undefined ? this.#lexical(d.terms) : this.#terms(d.text))
         entry.refs.set(d.label, d.ref)
         if (slicer.due()) await slicer.pause()
       }
@@ -459,9 +464,17 @@ export class SearchIndex {
     }
   }
 
-  /** A document's vector leaves the namespace: from the fresh set if it is still waiting there, else from the graph. */
-  #removeVector(entry: Entry, label: number): void {
-    if (!entry.fresh.delete(label)) entry.vectors?.remove(label)
+  /**
+   * Documents leave the loaded entry, in slices: BM25, refs, and each vector from the fresh set if it is still waiting
+   * there, else from the graph. Labels it does not hold are skipped.
+   */
+  async #removeDocs(entry: Entry, labels: Iterable<number>, slicer: TimeSlicer): Promise<void> {
+    for (const label of labels) {
+      if (!entry.refs.delete(label)) continue
+      entry.bm25.remove(label)
+      if (!entry.fresh.delete(label)) entry.vectors?.remove(label)
+      if (slicer.due()) await slicer.pause()
+    }
   }
 
   /** A committed removal of `labels` (resolves and fails like applyAdd). */
@@ -472,12 +485,7 @@ export class SearchIndex {
       const slicer = new TimeSlicer(this.#sliceMs)
       entry.removing = true
       try {
-        for (const label of labels) {
-          if (!entry.refs.delete(label)) continue
-          entry.bm25.remove(label)
-          this.#removeVector(entry, label)
-          if (slicer.due()) await slicer.pause()
-        }
+        await this.#removeDocs(entry, labels, slicer)
       } finally {
         entry.removing = false
       }
@@ -590,7 +598,7 @@ export class SearchIndex {
       if (meta !== undefined && meta.count > 0) {
         const slicer = new TimeSlicer(this.#sliceMs)
         for await (const doc of this.#source.documents(namespace)) {
-          entry.bm25.add(doc.label, this.#lexical(analyze(doc.text)))
+          entry.bm25.add(doc.label, this.#terms(doc.text))
           entry.refs.set(doc.label, doc.ref)
           if (slicer.due()) await pause(slicer)
         }
@@ -700,11 +708,7 @@ export class SearchIndex {
       const adds: Array<readonly [number, DocRef]> = []
       for (const change of log) for (const add of change.add ?? []) if (!removed.has(add[0]) && !entry.refs.has(add[0])) adds.push(add)
       const slicer = new TimeSlicer(this.#sliceMs)
-      for (const label of removed) {
-        if (!entry.refs.delete(label)) continue
-        entry.bm25.remove(label)
-        this.#removeVector(entry, label)
-      }
+      await this.#removeDocs(entry, removed, slicer)
       const refs = new Map(adds)
       for (let i = 0; i < adds.length; i += CATCH_UP_BATCH) {
         for (const { label, text, vector } of await src.added(namespace, adds.slice(i, i + CATCH_UP_BATCH))) {
@@ -714,7 +718,7 @@ export class SearchIndex {
             entry.vectors = VectorIndex.create(meta.dimension, this.#hnsw)
             entry.fresh.clear()
           }
-          entry.bm25.add(label, this.#lexical(analyze(text)))
+          entry.bm25.add(label, this.#terms(text))
           entry.refs.set(label, ref)
           entry.vectors.add(label, vector)
           if (slicer.due()) await slicer.pause()
