@@ -68,6 +68,8 @@ interface PendingUpload {
 const STALE_MS = 60 * 60 * 1000
 
 const pendingKey = (namespace: string, fileId: string): [string, string, string] => ['pending', namespace, fileId]
+/** A pending record's entry in WRITING. */
+const writingId = (namespace: string, fileId: string): string => `${namespace}\u0000${fileId}`
 
 /** A pending record as stored (values read back from LMDB are checked, not asserted). */
 function isPending(v: unknown): v is PendingUpload {
@@ -339,7 +341,7 @@ export class FileRepo implements FileStore {
     const n = chunks.length
     const dimension = vectors[0]?.length ?? 0
     const key = pendingKey(namespace, file.id)
-    const id = key.join('\u0000')
+    const id = writingId(namespace, file.id)
     await this.recover()
     WRITING.add(id)
     let pending: PendingUpload | undefined
@@ -406,16 +408,19 @@ export class FileRepo implements FileStore {
     if (this.#store.meta.get(key) === undefined) throw new Error(`insertFile: ${key[2]} was removed as abandoned while it was written`)
   }
 
-  /** Remove what a pending upload wrote, and its record. */
+  /** Remove what a pending upload wrote (or a deleted file left), and its record. */
   #removeSlicesInTxn(p: PendingUpload): void {
-    const store = this.#store
-    const { namespace, fileId } = p
     // A record whose slices were taken over by a committed file (never: the last slice removes the record with it).
-    if (store.files.get([p.tenant, fileId]) === undefined) {
-      for (const k of store.chunks.getKeys({ start: [p.tenant, fileId, 0], end: [p.tenant, fileId, Number.MAX_SAFE_INTEGER] })) store.chunks.remove(k)
-      for (let label = p.first; label < p.first + p.count; label++) store.vectors.remove([namespace, label])
+    if (this.#store.files.get([p.tenant, p.fileId]) === undefined) this.#removeRowsInTxn(p, 0, p.count)
+    this.#store.meta.remove(pendingKey(p.namespace, p.fileId))
+  }
+
+  /** Rows `from` .. `to - 1` of a pending record's file and their vectors (chunk i has label first + i); absent ones are skipped. */
+  #removeRowsInTxn(p: PendingUpload, from: number, to: number): void {
+    for (let i = from; i < to; i++) {
+      this.#store.chunks.remove([p.tenant, p.fileId, i])
+      this.#store.vectors.remove([p.namespace, p.first + i])
     }
-    store.meta.remove(pendingKey(namespace, fileId))
   }
 
   /** After a failed slice: remove the others. If that fails too, the record stays for `recover`. */
@@ -442,7 +447,7 @@ export class FileRepo implements FileStore {
   }
 
   #isStale(p: PendingUpload): boolean {
-    if (WRITING.has(pendingKey(p.namespace, p.fileId).join('\u0000'))) return false
+    if (WRITING.has(writingId(p.namespace, p.fileId))) return false
     if (this.#clock() - p.at > STALE_MS) return true
     const { host, pid, boot } = p.owner
     if (boot === OWNER.boot) return true
@@ -490,7 +495,7 @@ export class FileRepo implements FileStore {
     const store = this.#store
     const n = file.chunks
     const key = pendingKey(namespace, file.id)
-    const id = key.join('\u0000')
+    const id = writingId(namespace, file.id)
     WRITING.add(id)
     try {
       const retired = await store.durable(() => {
@@ -505,7 +510,7 @@ export class FileRepo implements FileStore {
         const p: PendingUpload = { tenant, namespace, fileId: file.id, first: a.label, count: n, owner: OWNER, at: this.#clock() }
         store.meta.put(key, p)
         onChange?.(change)
-        return { change, first: a.label }
+        return { change, pending: p }
       }, { releasing: true })
       if (retired === undefined || retired === NOT_SLICED) return retired
       try {
@@ -513,10 +518,7 @@ export class FileRepo implements FileStore {
           await this.#onDeleteSlice?.(from)
           const to = Math.min(n, from + this.#sliceRows)
           await store.durable(() => {
-            for (let i = from; i < to; i++) {
-              store.chunks.remove([tenant, file.id, i])
-              store.vectors.remove([namespace, retired.first + i])
-            }
+            this.#removeRowsInTxn(retired.pending, from, to)
             if (to === n) store.meta.remove(key)
           }, { releasing: true, flush: false })
         }
