@@ -3,7 +3,7 @@
  * the Response object as OpenAI sends it.
  */
 import t from 'tap'
-import { completionToOutput, mapUsage, responseObject, statusFromFinish } from '../src/responses/output.js'
+import { completionToOutput, mapUsage, ResponseJson, responseObject, statusFromFinish, type ResponseState } from '../src/responses/output.js'
 import { parseResponsesRequest } from '../src/responses/request.js'
 
 function counter(): (prefix: string) => string {
@@ -240,4 +240,57 @@ t.test('responseObject: the recorded shape, with the echo of a parsed request', 
     conversationId: null,
   })
   t.match(failed, { status: 'failed', error: { code: 'server_error', message: 'boom' }, previous_response_id: 'resp_1', conversation: null, completed_at: null, tool_choice: 'auto', metadata: {} }, 'an empty echo takes the defaults')
+})
+
+t.test('ResponseJson renders the text JSON.stringify makes of the Response object, for every kind of request and state', async (t) => {
+  const requests: Record<string, unknown>[] = [
+    { model: 'openai/gpt-4o', input: 'hi' },
+    { model: 'openai/gpt-4o', input: 'hi', store: false, instructions: 'Be "brief".\n', max_output_tokens: 9, temperature: 0.2, top_p: 0.5 },
+    {
+      model: 'a/b',
+      input: 'x',
+      tools: [{ type: 'function', name: 'f', parameters: { type: 'object' }, strict: true }],
+      tool_choice: 'required',
+      parallel_tool_calls: false,
+      text: { format: { type: 'json_schema', name: 's', schema: { type: 'object' } }, verbosity: 'low' },
+      reasoning: { effort: 'high', summary: 'auto' },
+      metadata: { k: 'v', __proto__: 'p' },
+      user: 'u',
+      safety_identifier: 'sid',
+      prompt_cache_key: 'pck',
+      truncation: 'auto',
+      top_logprobs: 3,
+    },
+  ]
+  const states: ResponseState[] = [
+    { status: 'in_progress', output: [], usage: null, error: null, incompleteDetails: null, completedAt: null },
+    {
+      status: 'completed',
+      output: [{ id: 'msg_1', type: 'message', status: 'completed', content: [{ type: 'output_text', annotations: [], logprobs: [], text: 'Hi \u2028 "there"' }], role: 'assistant' }],
+      usage: mapUsage({ prompt_tokens: 10, completion_tokens: 16, prompt_tokens_details: { cached_tokens: 4, cache_write_tokens: 2 } }),
+      error: null,
+      incompleteDetails: null,
+      completedAt: 1749761605,
+    },
+    { status: 'incomplete', output: [], usage: mapUsage({}), error: null, incompleteDetails: { reason: 'max_output_tokens' }, completedAt: 7 },
+    { status: 'failed', output: [], usage: null, error: { code: 'server_error', message: 'boom' }, incompleteDetails: null },
+  ]
+  const metadata = JSON.stringify({ memory: { sessionId: null }, rag: { enabled: false } })
+  for (const [i, body] of requests.entries()) {
+    const req = parseResponsesRequest(body, { maxInputItems: 10 }, { newId: counter() })
+    for (const [previousResponseId, conversationId] of [[null, null], ['resp_0', null], [null, 'conv_1']] as const) {
+      const fixed = { id: `resp_${i}`, createdAt: 1749761604, model: req.model, echo: req.echo, previousResponseId, conversationId }
+      const plain = new ResponseJson(fixed)
+      const withMetadata = new ResponseJson(fixed, { _metadata: metadata })
+      for (const s of states) {
+        const object = responseObject({ ...fixed, ...s })
+        t.equal(plain.render(s), JSON.stringify(object), `request ${i}, ${s.status}, ${previousResponseId ?? conversationId ?? 'no state'}`)
+        t.equal(withMetadata.render(s), JSON.stringify({ ...object, _metadata: JSON.parse(metadata) as unknown }), `the same with _metadata last`)
+      }
+    }
+  }
+  // An echo field with no JSON form is left out, as JSON.stringify leaves it out.
+  const odd = new ResponseJson({ id: 'r', createdAt: 1, model: 'm', echo: { user: undefined }, previousResponseId: null, conversationId: null })
+  const s = states[0] as ResponseState
+  t.equal(odd.render(s), JSON.stringify(responseObject({ id: 'r', createdAt: 1, model: 'm', echo: { user: undefined }, previousResponseId: null, conversationId: null, ...s })))
 })

@@ -10,7 +10,7 @@ import { once } from 'node:events'
 import fc from 'fast-check'
 import './helpers/fc-seed.js'
 import { isDeepStrictEqual } from 'node:util'
-import { ResponseStreamTranslator, encodeEvent, type ResponseEvent } from '../src/responses/stream-translator.js'
+import { JsonText, ResponseStreamTranslator, encodeEvent, type ResponseEvent } from '../src/responses/stream-translator.js'
 import { completionToOutput, responseObject } from '../src/responses/output.js'
 import { checkResponseStream } from './helpers/responses-stream-checker.js'
 import { contentDelta } from '../src/chat/content-delta.js'
@@ -346,6 +346,15 @@ t.test('an OpenRouter error chunk: finish() ends with the error event, the termi
 t.test('encodeEvent frames one event', async (t) => {
   t.equal(encodeEvent({ type: 'response.output_text.delta', sequence_number: 4, delta: 'a\nb' }), 'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":4,"delta":"a\\nb"}\n\n')
   t.throws(() => encodeEvent({ type: 'x\ny', sequence_number: 0 }))
+})
+
+t.test('a response rendered as JSON text frames as the same bytes as the object would', async (t) => {
+  const response = responseObject({ id: 'resp_1', createdAt: 1, model: 'm', status: 'in_progress', output: [], usage: null, error: null, incompleteDetails: null, echo: {}, previousResponseId: null, conversationId: null })
+  const asText = new JsonText(JSON.stringify(response))
+  t.equal(encodeEvent({ type: 'response.created', sequence_number: 0, response: asText }), encodeEvent({ type: 'response.created', sequence_number: 0, response }))
+  // Beside other fields, or serialized by anything else, it is still the same JSON (not `{}`).
+  t.equal(encodeEvent({ type: 'x', sequence_number: 1, response: asText, extra: 1 }), encodeEvent({ type: 'x', sequence_number: 1, response, extra: 1 }))
+  t.equal(JSON.stringify({ response: asText }), JSON.stringify({ response }))
 })
 
 t.test('the checker catches broken streams', async (t) => {

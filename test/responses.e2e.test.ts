@@ -255,6 +255,12 @@ t.test('streaming: the event sequence passes the independent checker, and the re
   const done = events.at(-1)?.response as { id: string; output: Array<{ content: Array<{ text: string }> }>; usage: { input_tokens: number } }
   t.equal(done.output[0]?.content[0]?.text, 'Streamed, in small pieces ✓.')
   t.ok(done.usage.input_tokens > 0, 'usage in the terminal event')
+  // The terminal event carries the response as retrieve gives it: completed_at set, the in-progress snapshots' null.
+  t.type((done as unknown as { completed_at: unknown }).completed_at, 'number')
+  t.equal((events[0]?.response as { completed_at: unknown }).completed_at, null)
+  const { _metadata: _, ...terminal } = done as unknown as Record<string, unknown>
+  const { output_text: __, ...stored } = (await client.responses.retrieve(done.id)) as unknown as Record<string, unknown>
+  t.same(terminal, stored, 'the terminal response is the stored one')
   // The very next request chains: the response was durable before response.completed left.
   await client.responses.create({ model: MODEL, input: 'and then?', previous_response_id: done.id })
   t.same(texts(sentMessages(h)), ['user:stream please', 'assistant:Streamed, in small pieces ✓.', 'user:and then?'])

@@ -9,7 +9,7 @@ import { tenantOf } from '../http/tenant.js'
 import { unixSeconds } from '../types.js'
 import { gatewayError, invalidParam } from '../errors.js'
 import { readJsonObject } from '../http/body.js'
-import { sendJson } from '../http/respond.js'
+import { sendJsonText } from '../http/respond.js'
 import { storeFailure } from '../http/store-failure.js'
 import { utf8Header } from '../http/utf8-header.js'
 import type { Handler, RequestContext } from '../http/server.js'
@@ -23,11 +23,11 @@ import { messagesJsonOf, upstreamBody } from '../chat/upstream-body.js'
 import type { ChatRequest } from '../chat/validate.js'
 import { replyFromCompletion } from '../messages/reply.js'
 import { itemsToMessages, type ResponseItem } from './items.js'
-import { completionToOutput, mapUsage, responseObject, statusFromFinish, type ResponseUsage } from './output.js'
+import { completionToOutput, mapUsage, ResponseJson, statusFromFinish, type ResponseUsage } from './output.js'
 import { parseResponsesRequest, type ResponsesRequest } from './request.js'
 import { fileSearchItem } from './file-search.js'
 import { checkPendingCalls, newId, type ChainCache, resolveReferences, storedItems, turnMessages, walkChain, type Chain } from './state.js'
-import { encodeEvent, encodeEvents, ResponseStreamTranslator } from './stream-translator.js'
+import { encodeEvent, encodeEvents, JsonText, ResponseStreamTranslator } from './stream-translator.js'
 
 export interface ResponsesHandlerOptions {
   upstream: UpstreamClient
@@ -106,7 +106,18 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
       maxUpstreamBodyBytes: o.limits.maxUpstreamBodyBytes,
     })
     const fileSearch = r.fileSearch === undefined ? undefined : fileSearchItem(prepared, r.include, newId)
-    const turn: Turn = { tenant, r, id, createdAt, inputItems: input, inputMessages, chatReq, prepared, fileSearch }
+    const json = new ResponseJson(
+      {
+        id,
+        createdAt: unixSeconds(createdAt),
+        model: r.model,
+        echo: r.echo,
+        previousResponseId: r.previousResponseId ?? null,
+        conversationId: r.conversationId ?? null,
+      },
+      { _metadata: JSON.stringify(prepared.metadata) },
+    )
+    const turn: Turn = { tenant, r, id, createdAt, inputItems: input, inputMessages, chatReq, prepared, fileSearch, json }
     // A stream's opening events (two snapshots of the response) are made while the upstream works on the request,
     // not after it answers: off the time to first text.
     const opening = r.stream ? openStream(turn) : undefined
@@ -144,7 +155,8 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
           annotateUsage(ctx.facts, usage)
           const f = finished
           if (f === undefined) throw new Error('the stream completed without finishing')
-          await persist(o, turn, reply, { status: f.status, output: f.output, usage: f.usage, incompleteDetails: f.incompleteDetails })
+          turn.completedAt = o.now()
+          await persist(o, turn, reply, { status: f.status, output: f.output, usage: f.usage, incompleteDetails: f.incompleteDetails, completedAt: turn.completedAt })
         },
       })
       annotateOutcome(ctx.facts, outcome)
@@ -163,10 +175,10 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
     }
     const output = fileSearch === undefined ? mapped.output : [fileSearch, ...mapped.output]
     if (ctx.clientGone.aborted) throw gatewayError('client_closed_request')
-    const done = { status, output, usage: mapUsage(usage), incompleteDetails }
+    const done = { status, output, usage: mapUsage(usage), incompleteDetails, completedAt: o.now() }
     await persist(o, turn, replyFromCompletion(completion), done)
     if (ctx.clientGone.aborted) throw gatewayError('client_closed_request')
-    sendJson(ctx.res, 200, { ...snapshot(turn, { ...done, error: null, completedAt: unixSeconds(o.now()) }), _metadata: prepared.metadata })
+    sendJsonText(ctx.res, 200, json.render({ ...done, error: null, completedAt: unixSeconds(done.completedAt) }))
   }
 }
 
@@ -175,10 +187,18 @@ function openStream(turn: Turn): { translator: ResponseStreamTranslator; text: s
   const translator = new ResponseStreamTranslator({
     newId,
     customTools: turn.r.customTools,
-    base: (status, output, usage, error, incompleteDetails) => ({
-      ...snapshot(turn, { status, output, usage, error, incompleteDetails, completedAt: null }),
-      _metadata: turn.prepared.metadata,
-    }),
+    // completed_at as the JSON answer and the stored response have it: set once the reply is complete, else null.
+    base: (status, output, usage, error, incompleteDetails) =>
+      new JsonText(
+        turn.json.render({
+          status,
+          output,
+          usage,
+          error,
+          incompleteDetails,
+          completedAt: turn.completedAt !== undefined && status !== 'failed' ? unixSeconds(turn.completedAt) : null,
+        }),
+      ),
     ...(turn.fileSearch === undefined ? {} : { leading: [turn.fileSearch] }),
   })
   return { translator, text: encodeEvents(translator.start()) }
@@ -196,6 +216,10 @@ interface Turn {
   chatReq: ChatRequest
   prepared: PreparedChat
   fileSearch: ResponseItem | undefined
+  /** The Response object's text with this turn's fixed fields and `_metadata` (each snapshot renders the rest). */
+  json: ResponseJson
+  /** When the upstream's reply was complete (epoch ms); the stream's terminal event shows it. */
+  completedAt?: number
 }
 
 interface Finished {
@@ -203,6 +227,8 @@ interface Finished {
   output: readonly ResponseItem[]
   usage: ResponseUsage
   incompleteDetails: { reason: string } | null
+  /** Epoch ms: what the stored response and the answer both say. */
+  completedAt: number
 }
 
 /**
@@ -230,7 +256,7 @@ async function persistTurn(o: ResponsesHandlerOptions, t: Turn, reply: ChatMessa
   const record: StoredResponse = {
     id: t.id,
     createdAt: t.createdAt,
-    completedAt: o.now(),
+    completedAt: f.completedAt,
     model: t.r.model,
     status: f.status,
     previousResponseId: t.r.previousResponseId ?? null,
@@ -244,33 +270,6 @@ async function persistTurn(o: ResponsesHandlerOptions, t: Turn, reply: ChatMessa
     echo: t.r.echo,
   }
   await o.responses.save(t.tenant.id, record)
-}
-
-function snapshot(
-  t: Turn,
-  s: {
-    status: string
-    output: readonly ResponseItem[]
-    usage: ResponseUsage | null
-    error: { code: string; message: string } | null
-    incompleteDetails: { reason: string } | null
-    completedAt: number | null
-  },
-): Record<string, unknown> {
-  return responseObject({
-    id: t.id,
-    createdAt: unixSeconds(t.createdAt),
-    model: t.r.model,
-    status: s.status as Parameters<typeof responseObject>[0]['status'],
-    output: [...s.output],
-    usage: s.usage,
-    error: s.error,
-    incompleteDetails: s.incompleteDetails,
-    echo: t.r.echo,
-    previousResponseId: t.r.previousResponseId ?? null,
-    conversationId: t.r.conversationId ?? null,
-    completedAt: s.completedAt,
-  })
 }
 
 /** The chat the planner packs: the request's messages after the chain's (or the conversation's) history. */

@@ -103,6 +103,61 @@ export function responseObject(o: ResponseObjectInput): Record<string, unknown> 
   }
 }
 
+/** The Response object's fields that change as it progresses; the rest are fixed when the request is parsed. */
+export type ResponseState = Pick<ResponseObjectInput, 'status' | 'output' | 'usage' | 'error' | 'incompleteDetails' | 'completedAt'>
+
+const STATE_FIELDS: Readonly<Record<string, keyof ResponseState>> = {
+  status: 'status',
+  error: 'error',
+  incomplete_details: 'incompleteDetails',
+  output: 'output',
+  usage: 'usage',
+  completed_at: 'completedAt',
+}
+
+/**
+ * One response's JSON text, rendered without building and serializing the whole object each time: a stream sends it
+ * three times (created, in_progress, the terminal event) and most of its 31 fields never change. The fixed fields
+ * are serialized once, here, between slots for the changing ones. The field order is responseObject's (read from an
+ * object it builds), so `render(s)` is the text of `JSON.stringify({...responseObject({...fixed, ...s}), ...extra})`
+ * (a test holds them equal). `extra`: fields appended as given, each value already JSON (`_metadata`).
+ */
+export class ResponseJson {
+  readonly #texts: string[] = []
+  readonly #slots: Array<keyof ResponseState> = []
+
+  constructor(fixed: Omit<ResponseObjectInput, keyof ResponseState>, extra: Readonly<Record<string, string>> = {}) {
+    const probe = responseObject({ ...fixed, status: 'in_progress', output: [], usage: null, error: null, incompleteDetails: null, completedAt: null })
+    let text = '{'
+    let sep = ''
+    for (const [key, value] of Object.entries(probe)) {
+      const slot = STATE_FIELDS[key]
+      if (slot !== undefined) {
+        this.#texts.push(`${text}${sep}${JSON.stringify(key)}:`)
+        this.#slots.push(slot)
+        text = ''
+      } else {
+        // As JSON.stringify writes the field inside the object: nothing at all when the value has no JSON form.
+        const field = JSON.stringify({ [key]: value }).slice(1, -1)
+        if (field === '') continue
+        text += sep + field
+      }
+      sep = ','
+    }
+    for (const [key, json] of Object.entries(extra)) {
+      text += `${sep}${JSON.stringify(key)}:${json}`
+      sep = ','
+    }
+    this.#texts.push(`${text}}`)
+  }
+
+  render(s: ResponseState): string {
+    let out = this.#texts[0] as string
+    for (let i = 0; i < this.#slots.length; i++) out += JSON.stringify(s[this.#slots[i] as keyof ResponseState] ?? null) + (this.#texts[i + 1] as string)
+    return out
+  }
+}
+
 /** Chat usage → Responses usage. Both detail objects always, with zeros: Codex and the AI SDK parse them. */
 export function mapUsage(u: unknown): ResponseUsage {
   const usage = isObject(u) ? u : {}

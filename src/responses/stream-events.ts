@@ -16,7 +16,25 @@ export interface ResponseEvent {
  */
 export function encodeEvent(e: ResponseEvent): string {
   if (/[\r\n]/.test(e.type)) throw new Error('an SSE event type cannot contain a line break')
+  const r = e.response
+  if (r instanceof JsonText) {
+    // A response snapshot rendered once (output.ts ResponseJson) is spliced in, not serialized again.
+    const { type, sequence_number: seq, response: _, ...rest } = e
+    if (Object.keys(rest).length === 0) return `event: ${type}\ndata: {"type":${JSON.stringify(type)},"sequence_number":${seq},"response":${r.text}}\n\n`
+  }
   return `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`
+}
+
+/**
+ * A value whose JSON text is already made. encodeEvent splices it in as is; anything else that serializes it gets the
+ * same JSON (through toJSON, slowly), so it is never written as `{}`.
+ */
+export class JsonText {
+  constructor(readonly text: string) {}
+
+  toJSON(): unknown {
+    return JSON.parse(this.text)
+  }
 }
 
 /** Several events, encoded in order into one string (one write). */

@@ -29,7 +29,7 @@ import { ToolCallTracker, completeJson, type TrackedCall } from './tool-call-tra
 import { flattenAnnotations, mapUsage, reasoningItem, statusFromFinish, toolCallItem, type ResponseStatus, type ResponseUsage } from './output.js'
 
 export type { ResponseEvent } from './stream-events.js'
-export { encodeEvent, encodeEvents } from './stream-events.js'
+export { encodeEvent, encodeEvents, JsonText } from './stream-events.js'
 
 type ResponseEvent = ev.ResponseEvent
 type ErrorBody = { code: string; message: string }
@@ -39,7 +39,7 @@ type Snapshot = (
   usage: ResponseUsage | null,
   error: ErrorBody | null,
   incompleteDetails: { reason: string } | null,
-) => Record<string, unknown>
+) => object // the Response object, or its JSON text (a JsonText)
 
 type Open =
   | { kind: 'reasoning'; id: string; index: number; text: string }
