@@ -6,7 +6,8 @@
 import { PassThrough } from 'node:stream'
 import t from 'tap'
 import { runDemo } from '../bench/demo.js'
-import { run as bench } from '../src/cli/bench.js'
+import { Pool } from 'undici'
+import { chatRequest, run as bench, runLoad } from '../src/cli/bench.js'
 import { capturedIo } from './helpers/captured-io.js'
 import { KEY_A, KEY_FREE, startHarness } from './helpers/harness.js'
 
@@ -51,6 +52,23 @@ t.test('recallgate bench drives a gateway and reports throughput, latency and fi
   t.equal(json.failed, 0)
   t.equal(json.ttftMs.n, 10, 'a first-chunk time for every stream')
   t.ok(json.ttftMs.p50 > 0 && json.ttftMs.p50 <= json.latencyMs.p50, 'the first chunk comes before the end of the stream')
+})
+
+t.test('the first-output mark of a stream can be a pattern: the first chunk with text, not the role chunk before it', async (t) => {
+  const h = await startHarness(t, { env: { LOG_LEVEL: 'warn' } })
+  const pool = new Pool(h.gw.url)
+  t.teardown(() => pool.close())
+  const request = chatRequest({ basePath: '/api/v1', serviceKey: KEY_A, providerKey: 'sk-or-x', body: { model: 'openai/gpt-4o', messages: [{ role: 'user', content: 'hi' }], stream: true, useRAG: false } })
+  const firstText = { first: /"content":"[^"]/, done: 'data: [DONE]' }
+  const text = await runLoad(pool, { ...request, marks: firstText }, { connections: 1, requests: 3 })
+  t.equal(text.ttftMs.length, 3, 'a reply with text: timed at its first text')
+  // A reply that is only a tool call has a role chunk (`"content":""`) and no text: the pattern never matches it.
+  h.mock.setDefault({ toolCalls: [{ name: 'lookup', arguments: '{"q":"a"}' }] })
+  const calls = await runLoad(pool, { ...request, marks: firstText }, { connections: 1, requests: 3 })
+  t.equal(calls.ok, 3)
+  t.equal(calls.ttftMs.length, 0, 'no text, no first-text time')
+  const anyEvent = await runLoad(pool, request, { connections: 1, requests: 3 })
+  t.equal(anyEvent.ttftMs.length, 3, 'the default mark is the first event, whatever it holds')
 })
 
 t.test('recallgate bench reports failures and exits 1; bad flags exit 2', async (t) => {

@@ -1,9 +1,11 @@
 /**
  * The Responses API against the chat path it is bridged to, in one run, arms interleaved (issue 22):
  *   - the same small request as a chat completion and as a Responses request (`store: false`, no session, no
- *     retrieval), serial: added p50 latency, and for streams the added time to the first text (`data:` of the first
- *     chat chunk against the first `response.output_text.delta`; the Responses stream's `created`/`in_progress`
- *     events leave before the upstream answers and are not counted as output);
+ *     retrieval), serial: added p50 latency, and for streams the added time to the first token: the first chat chunk
+ *     with text in `delta.content` against the first `response.output_text.delta`. Neither counts what comes before
+ *     the model's first text: the chat stream's role chunk (`content: ""`, relayed as soon as it arrives) and the
+ *     Responses stream's `created`/`in_progress` events (sent before the upstream answers). Until 2026-11-26 the chat
+ *     arm was timed at its first `data:`, the role chunk: one upstream write ahead of any text;
  *   - 32 connections: the gateway's CPU per request, Responses over chat;
  *   - a 50-turn `previous_response_id` chain against a 50-turn session (50 exchanges each, seeded through the gateway),
  *     each asked once more without saving (`store: false` / `saveToMemory: false`), serial.
@@ -19,6 +21,8 @@ import { MESSAGE, type ScenarioResult } from './relay.js'
 
 const TURNS = 50
 const RESPONSES_MARKS = { first: 'response.output_text.delta', done: 'event: response.completed' }
+/** A chat chunk carrying text (the role chunk's `"content":""` does not match). */
+const CHAT_MARKS = { first: /"content":"[^"]/, done: 'data: [DONE]' }
 
 function responsesRequest(body: Record<string, unknown>): LoadRequest {
   return {
@@ -35,8 +39,10 @@ export async function responsesScenario(ctx: ScenarioContext): Promise<ScenarioR
   const problems: string[] = []
   try {
     const g = stack.origins.gateway
-    const chat = (extra: Record<string, unknown>) =>
-      chatRequest({ basePath: '/api/v1', serviceKey: BENCH_KEY, providerKey: PROVIDER_KEY, body: chatBody(MESSAGE, { useRAG: false, ...extra }) })
+    const chat = (extra: Record<string, unknown>): LoadRequest => {
+      const request = chatRequest({ basePath: '/api/v1', serviceKey: BENCH_KEY, providerKey: PROVIDER_KEY, body: chatBody(MESSAGE, { useRAG: false, ...extra }) })
+      return request.stream ? { ...request, marks: CHAT_MARKS } : request
+    }
     const resp = (extra: Record<string, unknown>) => responsesRequest({ input: MESSAGE, useRAG: false, store: false, ...extra })
     const arms = (stream: boolean) => [
       { name: 'chat', origin: g, request: chat(stream ? { stream } : {}), proc: stack.gateway },
@@ -100,7 +106,7 @@ export async function responsesScenario(ctx: ScenarioContext): Promise<ScenarioR
       },
       {
         scenario: 'responses vs chat',
-        measure: 'serial p50 time to first text added, stream',
+        measure: 'serial p50 time to first token added, stream',
         baseline: `chat ${us(p50(stream, 'chat', 'ttftMs'))}`,
         value: us(p50(stream, 'responses', 'ttftMs')),
         delta: signedUs(addedTtft),

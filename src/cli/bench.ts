@@ -48,10 +48,11 @@ export interface LoadRequest {
   /** Read the reply as SSE: time the first `data:` event and require the closing `[DONE]`. */
   stream: boolean
   /**
-   * Other SSE dialects (the Responses API's events): the text that marks the first model output (default `data: `)
-   * and the one the stream must end with (default `data: [DONE]`).
+   * Other SSE dialects (the Responses API's events), or another first event: the text (or pattern) that marks the first
+   * model output (default `data: `, the first event whatever it holds) and the text the stream must end with (default
+   * `data: [DONE]`).
    */
-  marks?: { first: string; done: string }
+  marks?: { first: string | RegExp; done: string }
 }
 
 export interface LoadOptions {
@@ -111,12 +112,13 @@ export async function runLoad(dispatcher: Dispatcher, req: LoadRequest, o: LoadO
         if (res.statusCode === 200 && !tail.includes(DONE_MARK)) outcome = 'no [DONE]'
       } else {
         const { first, done } = req.marks
-        const keep = Math.max(first.length, done.length) + 64
+        const keep = Math.max(typeof first === 'string' ? first.length : 0, done.length) + 64
+        const seen = typeof first === 'string' ? (text: string) => text.includes(first) : (text: string) => first.test(text)
         let tail = ''
         let ended = false
         for await (const chunk of res.body as AsyncIterable<Buffer>) {
           const text = tail + chunk.toString('latin1')
-          if (ttft === undefined && text.includes(first)) ttft = performance.now() - from
+          if (ttft === undefined && seen(text)) ttft = performance.now() - from
           if (text.includes(done)) ended = true
           tail = text.slice(-keep)
         }
