@@ -3,7 +3,7 @@
  * the Response object as OpenAI sends it.
  */
 import t from 'tap'
-import { completionToOutput, mapUsage, ResponseJson, responseObject, statusFromFinish, type ResponseState } from '../src/responses/output.js'
+import { completionToOutput, mapUsage, ResponseJson, responseObject, statusFromFinish, withJsonFields, type ResponseState } from '../src/responses/output.js'
 import { parseResponsesRequest } from '../src/responses/request.js'
 
 function counter(): (prefix: string) => string {
@@ -246,6 +246,8 @@ t.test('ResponseJson renders the text JSON.stringify makes of the Response objec
   const requests: Record<string, unknown>[] = [
     { model: 'openai/gpt-4o', input: 'hi' },
     { model: 'openai/gpt-4o', input: 'hi', store: false, instructions: 'Be "brief".\n', max_output_tokens: 9, temperature: 0.2, top_p: 0.5 },
+    // Text that looks like the renderer's markers without their per-process nonce is only text.
+    { model: '\u0000recallgate-slot-0', input: 'hi', instructions: '\u0000recallgate-slot-', metadata: { m: '"\u0000recallgate-slot-3"' } },
     {
       model: 'a/b',
       input: 'x',
@@ -293,4 +295,10 @@ t.test('ResponseJson renders the text JSON.stringify makes of the Response objec
   const odd = new ResponseJson({ id: 'r', createdAt: 1, model: 'm', echo: { user: undefined }, previousResponseId: null, conversationId: null })
   const s = states[0] as ResponseState
   t.equal(odd.render(s), JSON.stringify(responseObject({ id: 'r', createdAt: 1, model: 'm', echo: { user: undefined }, previousResponseId: null, conversationId: null, ...s })))
+})
+
+t.test('withJsonFields appends fields already in JSON to the text of an object', async (t) => {
+  t.equal(withJsonFields('{"a":1}', { b: '[2]', 'c"d': 'null' }), '{"a":1,"b":[2],"c\\"d":null}')
+  t.equal(withJsonFields('{}', { b: '2' }), '{"b":2}')
+  t.equal(withJsonFields('{"a":1}', {}), '{"a":1}')
 })

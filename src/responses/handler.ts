@@ -23,7 +23,17 @@ import { messagesJsonOf, upstreamBody } from '../chat/upstream-body.js'
 import type { ChatRequest } from '../chat/validate.js'
 import { replyFromCompletion } from '../messages/reply.js'
 import { itemsToMessages, type ResponseItem } from './items.js'
-import { completionToOutput, mapUsage, ResponseJson, statusFromFinish, type ResponseUsage } from './output.js'
+import {
+  completionToOutput,
+  mapUsage,
+  ResponseJson,
+  responseObject,
+  statusFromFinish,
+  withJsonFields,
+  type ResponseObjectInput,
+  type ResponseState,
+  type ResponseUsage,
+} from './output.js'
 import { parseResponsesRequest, type ResponsesRequest } from './request.js'
 import { fileSearchItem } from './file-search.js'
 import { checkPendingCalls, newId, type ChainCache, resolveReferences, storedItems, turnMessages, walkChain, type Chain } from './state.js'
@@ -106,18 +116,7 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
       maxUpstreamBodyBytes: o.limits.maxUpstreamBodyBytes,
     })
     const fileSearch = r.fileSearch === undefined ? undefined : fileSearchItem(prepared, r.include, newId)
-    const json = new ResponseJson(
-      {
-        id,
-        createdAt: unixSeconds(createdAt),
-        model: r.model,
-        echo: r.echo,
-        previousResponseId: r.previousResponseId ?? null,
-        conversationId: r.conversationId ?? null,
-      },
-      { _metadata: JSON.stringify(prepared.metadata) },
-    )
-    const turn: Turn = { tenant, r, id, createdAt, inputItems: input, inputMessages, chatReq, prepared, fileSearch, json }
+    const turn: Turn = { tenant, r, id, createdAt, inputItems: input, inputMessages, chatReq, prepared, fileSearch, metadataJson: JSON.stringify(prepared.metadata) }
     // A stream's opening events (two snapshots of the response) are made while the upstream works on the request,
     // not after it answers: off the time to first text.
     const opening = r.stream ? openStream(turn) : undefined
@@ -178,19 +177,21 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
     const done = { status, output, usage: mapUsage(usage), incompleteDetails, completedAt: o.now() }
     await persist(o, turn, replyFromCompletion(completion), done)
     if (ctx.clientGone.aborted) throw gatewayError('client_closed_request')
-    sendJsonText(ctx.res, 200, json.render({ ...done, error: null, completedAt: unixSeconds(done.completedAt) }))
+    const response = JSON.stringify(responseObject({ ...fixedFields(turn), ...done, error: null, completedAt: unixSeconds(done.completedAt) }))
+    sendJsonText(ctx.res, 200, withJsonFields(response, { _metadata: turn.metadataJson }))
   }
 }
 
 /** The stream's translator, started: its opening events (`created`, `in_progress`, a file search's item) as text. */
 function openStream(turn: Turn): { translator: ResponseStreamTranslator; text: string } {
+  const json = new ResponseJson(fixedFields(turn), { _metadata: turn.metadataJson })
   const translator = new ResponseStreamTranslator({
     newId,
     customTools: turn.r.customTools,
     // completed_at as the JSON answer and the stored response have it: set once the reply is complete, else null.
     base: (status, output, usage, error, incompleteDetails) =>
       new JsonText(
-        turn.json.render({
+        json.render({
           status,
           output,
           usage,
@@ -216,8 +217,8 @@ interface Turn {
   chatReq: ChatRequest
   prepared: PreparedChat
   fileSearch: ResponseItem | undefined
-  /** The Response object's text with this turn's fixed fields and `_metadata` (each snapshot renders the rest). */
-  json: ResponseJson
+  /** `_metadata`, as JSON: the last field of every Response object this turn sends. */
+  metadataJson: string
   /** When the upstream's reply was complete (epoch ms); the stream's terminal event shows it. */
   completedAt?: number
 }
@@ -270,6 +271,18 @@ async function persistTurn(o: ResponsesHandlerOptions, t: Turn, reply: ChatMessa
     echo: t.r.echo,
   }
   await o.responses.save(t.tenant.id, record)
+}
+
+/** The Response object's fields that do not change while the turn runs. */
+function fixedFields(t: Turn): Omit<ResponseObjectInput, keyof ResponseState> {
+  return {
+    id: t.id,
+    createdAt: unixSeconds(t.createdAt),
+    model: t.r.model,
+    echo: t.r.echo,
+    previousResponseId: t.r.previousResponseId ?? null,
+    conversationId: t.r.conversationId ?? null,
+  }
 }
 
 /** The chat the planner packs: the request's messages after the chain's (or the conversation's) history. */

@@ -11,6 +11,7 @@
  * already relays this text to clients, so nothing is shown here that the gateway did not show before. No item is
  * made when the upstream sent no reasoning.
  */
+import { randomBytes } from 'node:crypto'
 import { isObject } from '../types.js'
 import type { ItemPart, NewId, ResponseItem } from './item-types.js'
 import { customInput } from './item-messages.js'
@@ -106,49 +107,46 @@ export function responseObject(o: ResponseObjectInput): Record<string, unknown> 
 /** The Response object's fields that change as it progresses; the rest are fixed when the request is parsed. */
 export type ResponseState = Pick<ResponseObjectInput, 'status' | 'output' | 'usage' | 'error' | 'incompleteDetails' | 'completedAt'>
 
-const STATE_FIELDS: Readonly<Record<string, keyof ResponseState>> = {
-  status: 'status',
-  error: 'error',
-  incomplete_details: 'incompleteDetails',
-  output: 'output',
-  usage: 'usage',
-  completed_at: 'completedAt',
+/** In the order responseObject writes them (ResponseJson finds them in this order). */
+const STATE_FIELDS: ReadonlyArray<keyof ResponseState> = ['status', 'error', 'incompleteDetails', 'output', 'usage', 'completedAt']
+
+/** Stands for a changing field in the probe (ResponseJson): a random nonce per process, so no value holds it by chance. */
+const SLOT_MARK = `\u0000recallgate-slot-${randomBytes(12).toString('base64url')}-`
+const MARKS = STATE_FIELDS.map((_, i) => JSON.stringify(`${SLOT_MARK}${i}`))
+
+/** `json`, the text of an object, with more fields appended, each value already JSON (`_metadata`). */
+export function withJsonFields(json: string, extra: Readonly<Record<string, string>>): string {
+  let tail = ''
+  for (const [key, value] of Object.entries(extra)) tail += `,${JSON.stringify(key)}:${value}`
+  if (tail === '') return json
+  return json === '{}' ? `{${tail.slice(1)}}` : `${json.slice(0, -1)}${tail}}`
 }
 
 /**
- * One response's JSON text, rendered without building and serializing the whole object each time: a stream sends it
- * three times (created, in_progress, the terminal event) and most of its 31 fields never change. The fixed fields
- * are serialized once, here, between slots for the changing ones. The field order is responseObject's (read from an
- * object it builds), so `render(s)` is the text of `JSON.stringify({...responseObject({...fixed, ...s}), ...extra})`
- * (a test holds them equal). `extra`: fields appended as given, each value already JSON (`_metadata`).
+ * One response's JSON text for a stream, which sends it three times (created, in_progress, the terminal event) while
+ * 25 of its 31 fields never change: serialized once, with a marker in place of each changing field, and cut at the
+ * markers; `render(s)` joins the pieces with those fields' JSON. So the text is exactly
+ * `JSON.stringify({...responseObject({...fixed, ...s}), ...extra})` (a test holds them equal), in responseObject's
+ * field order, without building and serializing the whole object three times.
  */
 export class ResponseJson {
   readonly #texts: string[] = []
   readonly #slots: Array<keyof ResponseState> = []
 
   constructor(fixed: Omit<ResponseObjectInput, keyof ResponseState>, extra: Readonly<Record<string, string>> = {}) {
-    const probe = responseObject({ ...fixed, status: 'in_progress', output: [], usage: null, error: null, incompleteDetails: null, completedAt: null })
-    let text = '{'
-    let sep = ''
-    for (const [key, value] of Object.entries(probe)) {
-      const slot = STATE_FIELDS[key]
-      if (slot !== undefined) {
-        this.#texts.push(`${text}${sep}${JSON.stringify(key)}:`)
-        this.#slots.push(slot)
-        text = ''
-      } else {
-        // As JSON.stringify writes the field inside the object: nothing at all when the value has no JSON form.
-        const field = JSON.stringify({ [key]: value }).slice(1, -1)
-        if (field === '') continue
-        text += sep + field
-      }
-      sep = ','
+    const marked: Record<string, string> = {}
+    for (const [i, field] of STATE_FIELDS.entries()) marked[field] = `${SLOT_MARK}${i}`
+    const text = withJsonFields(JSON.stringify(responseObject({ ...fixed, ...(marked as unknown as ResponseState) })), extra)
+    let from = 0
+    for (const [i, field] of STATE_FIELDS.entries()) {
+      const mark = MARKS[i] as string
+      const at = text.indexOf(mark, from)
+      if (at === -1) throw new Error(`ResponseJson: no ${field} after the fields before it in the Response object`)
+      this.#texts.push(text.slice(from, at))
+      this.#slots.push(field)
+      from = at + mark.length
     }
-    for (const [key, json] of Object.entries(extra)) {
-      text += `${sep}${JSON.stringify(key)}:${json}`
-      sep = ','
-    }
-    this.#texts.push(`${text}}`)
+    this.#texts.push(text.slice(from))
   }
 
   render(s: ResponseState): string {
