@@ -20,6 +20,7 @@ import type { Chunk } from '../ingest/chunker.js'
 import { TimeSlicer } from '../retrieval/time-slice.js'
 import type { PrepareInput, PrepareOptions, Prepared } from './prepare.js'
 import type { JsonUpload } from '../http/json-upload.js'
+import type { JoinedTerms } from '../retrieval/chunk-terms.js'
 
 /** What the worker sends back (see prepare-worker.ts). */
 export interface PackedPrepared {
@@ -30,7 +31,7 @@ export interface PackedPrepared {
   numbers: Int32Array
   /** Per chunk, its heading path as JSON ('' for none, the common case). */
   headings: string[]
-  terms: string[]
+  terms: JoinedTerms[]
   vectors: Float32Array | undefined
   dimension: number
 }
@@ -253,15 +254,10 @@ function limitError(message: string, cause?: unknown): GatewayError {
 /** Numbers per chunk in PackedPrepared.numbers. */
 export const CHUNK_NUMBERS = 5
 
-/** Unpacks in slices: a 20k-chunk file's terms are ≈ 3M strings to split, and its chunks 20k objects to make. */
+/** Unpacks in slices (a 20k-chunk file's chunks are 20k objects to make); the terms stay joined until BM25 takes them. */
 async function unpack(packed: PackedPrepared): Promise<Prepared> {
   const slicer = new TimeSlicer()
-  const terms: string[][] = []
-  for (const t of packed.terms) {
-    terms.push(t === '' ? [] : t.split('\u0000'))
-    if (slicer.due()) await slicer.pause()
-  }
-  const { numbers, texts, headings } = packed
+  const { terms, numbers, texts, headings } = packed
   const chunks: Chunk[] = []
   let at = 0
   for (let i = 0; i < headings.length; i++) {

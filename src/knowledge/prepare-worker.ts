@@ -11,6 +11,7 @@ import { getHeapStatistics } from 'node:v8'
 import { parentPort } from 'node:worker_threads'
 import { GatewayError } from '../errors.js'
 import { readJsonUpload } from '../http/json-upload.js'
+import { joinTerms } from '../retrieval/chunk-terms.js'
 import { prepareFile } from './prepare.js'
 import { CHUNK_NUMBERS, type PackedPrepared, type WorkerJob, type WorkerReply } from './prepare-pool.js'
 
@@ -47,7 +48,7 @@ port.on('message', (job: WorkerJob) => {
         texts: p.chunks.map((c) => c.text).join(''),
         numbers,
         headings: p.chunks.map((c) => (c.headingPath.length === 0 ? '' : JSON.stringify(c.headingPath))),
-        terms: p.terms.map((t) => t.join('\u0000')),
+        terms: p.terms.map(joinTerms),
         vectors: p.vectors ? flat : undefined,
         dimension,
       }
