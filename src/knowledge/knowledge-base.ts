@@ -25,7 +25,7 @@ import { relevantHits, type RelevanceGate } from './relevance.js'
 import { countO200k } from '../context/token-count.js'
 import { PreparePool, type PreparePoolOptions } from './prepare-pool.js'
 import type { ExtractLimits } from '../ingest/extract.js'
-import { readJsonUpload, type JsonUpload } from '../http/json-upload.js'
+import { readJsonUpload, type JsonUpload } from './json-upload.js'
 import { splitTerms } from '../retrieval/chunk-terms.js'
 
 export { renderContextMessage } from './context-message.js'
@@ -267,7 +267,7 @@ export class KnowledgeBase {
   }
 
   /**
-   * The file in a JSON upload body (http/json-upload.ts): read in the prepare thread when the body is large, since its
+   * The file in a JSON upload body (json-upload.ts): read in the prepare thread when the body is large, since its
    * reading is one block of the event loop that cannot be cut into slices (JSON.parse). Here because the thread is the
    * knowledge base's. `raw` is handed over (PreparePool.readJsonUpload): not to be read afterwards.
    */

@@ -11,7 +11,7 @@
  * lot after a job is ended, so memory returns to its idle level.
  *
  * The same threads read large JSON upload bodies (`readJsonUpload`), whose parsing was the longest block of the event
- * loop during an upload (http/json-upload.ts).
+ * loop during an upload (json-upload.ts).
  */
 import { Worker } from 'node:worker_threads'
 import { GatewayError, gatewayError } from '../errors.js'
@@ -19,7 +19,7 @@ import type { Format } from '../ingest/extract.js'
 import type { Chunk } from '../ingest/chunker.js'
 import { TimeSlicer } from '../retrieval/time-slice.js'
 import type { PrepareInput, PrepareOptions, Prepared } from './prepare.js'
-import type { JsonUpload } from '../http/json-upload.js'
+import type { JsonUpload } from './json-upload.js'
 import type { JoinedTerms } from '../retrieval/chunk-terms.js'
 
 /** What the worker sends back (see prepare-worker.ts). */
@@ -117,7 +117,7 @@ export class PreparePool {
   }
 
   /**
-   * The file in a JSON upload body (http/json-upload.ts `readJsonUpload`), read in a thread. `raw` is handed over:
+   * The file in a JSON upload body (json-upload.ts `readJsonUpload`), read in a thread. `raw` is handed over:
    * when it is the sole view of its memory (a body read whole is), that memory moves to the thread, so `raw` reads
    * as empty afterwards; the content's bytes come back the same way, without a copy.
    */

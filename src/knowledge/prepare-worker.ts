@@ -10,7 +10,7 @@
 import { getHeapStatistics } from 'node:v8'
 import { parentPort } from 'node:worker_threads'
 import { GatewayError } from '../errors.js'
-import { readJsonUpload } from '../http/json-upload.js'
+import { readJsonUpload } from './json-upload.js'
 import { joinTerms } from '../retrieval/chunk-terms.js'
 import { prepareFile } from './prepare.js'
 import { CHUNK_NUMBERS, type PackedPrepared, type WorkerJob, type WorkerReply } from './prepare-pool.js'

@@ -7,7 +7,7 @@
  */
 import { gatewayError, invalidParam } from '../errors.js'
 import type { Bytes } from '../types.js'
-import { parseBoundedJson } from './body.js'
+import { parseBoundedJson } from '../http/body.js'
 
 export interface JsonUpload {
   filename: string
