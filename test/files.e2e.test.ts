@@ -154,4 +154,37 @@ for (const engine of testableEngines(t, 'the files API')) {
     const list = (await (await h.fetch('/api/v1/files', { provider: null })).json()) as { data: unknown[] }
     t.same(list.data, [], 'no refused upload left a record')
   })
+
+  // A JSON body from 256 KiB on is read in the prepare thread (KnowledgeBase.readJsonUpload): the same file and the
+  // same refusals as one read inline.
+  t.test(`${engine.name}: a large JSON upload is stored as sent, and refused as a small one is`, async (t) => {
+    const h = await start(t, { MAX_FILE_BYTES: String(400 * 1024) })
+    const filler = 'Ordinary sentences about nothing in particular fill this paragraph. '.repeat(4500)
+    const content = `${filler}\n\nThe glimmerquartz vault opens at half past nine. Ünïcode “quotes” stay as sent.\n`
+    t.ok(Buffer.byteLength(content) > 256 * 1024 && Buffer.byteLength(content) < 400 * 1024)
+    const ok = await uploadJson(h, { filename: 'big\nnotes.txt', content, metadata: { source: 'wiki', tags: ['a', 'ö'] } })
+    t.equal(ok.status, 201)
+    const file = (await ok.json()) as FileObj
+    t.match(file, { filename: 'big notes.txt', bytes: Buffer.byteLength(content), metadata: { source: 'wiki', tags: ['a', 'ö'] } })
+    const hits = await search(h, 'glimmerquartz vault')
+    t.equal(hits.data[0]?.file_id, file.id)
+    t.match(hits.data[0]?.text, /glimmerquartz vault opens at half past nine\. Ünïcode “quotes” stay as sent\./)
+
+    const pad = 'x'.repeat(300 * 1024)
+    const refused = async (body: string | Buffer, expect: { status: number; code: string; param?: string }): Promise<void> => {
+      const r = await h.fetch('/api/v1/files', { method: 'POST', provider: null, headers: { 'content-type': 'application/json' }, body })
+      t.equal(r.status, expect.status, expect.code)
+      t.match(await r.json(), { error: { code: expect.code, ...(expect.param === undefined ? {} : { param: expect.param }) } })
+    }
+    await refused(JSON.stringify({ filename: 'a.txt', pad }), { status: 400, code: 'missing_parameter', param: 'content' })
+    await refused(JSON.stringify({ filename: ' ', content: pad }), { status: 400, code: 'invalid_parameter', param: 'filename' })
+    await refused(JSON.stringify({ filename: 'a.txt', content: 'x'.repeat(500 * 1024) }), { status: 413, code: 'payload_too_large', param: 'content' })
+    await refused(`{"filename": "a.txt", "content": "${pad}", "metadata": {"__proto__": {"x": 1}}}`, { status: 400, code: 'invalid_parameter', param: 'metadata.__proto__' })
+    await refused(`{"filename": "a.txt", "content": "${pad}`, { status: 400, code: 'invalid_json' })
+    await refused(Buffer.concat([Buffer.from(`{"filename": "a.txt", "content": "${pad}`), Buffer.from([0xff, 0xfe]), Buffer.from('"}')]), { status: 400, code: 'invalid_json' })
+    await refused(`[${'1,'.repeat(200 * 1024)}1]`, { status: 400, code: 'invalid_json' })
+    await refused(`{"filename": "a.txt", "content": "${pad}", "m": ${'['.repeat(200)}${']'.repeat(200)}}`, { status: 400, code: 'invalid_json' })
+    const list = (await (await h.fetch('/api/v1/files', { provider: null })).json()) as { data: FileObj[] }
+    t.same(list.data.map((f) => f.id), [file.id], 'no refused upload left a record')
+  })
 }

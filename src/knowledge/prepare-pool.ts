@@ -9,6 +9,9 @@
  * which its thread is terminated; each thread a V8 heap ceiling (`resourceLimits`), past which it dies; either way
  * the job is refused with 422 `extraction_limit_exceeded` and the next job gets a new thread. A thread that holds a
  * lot after a job is ended, so memory returns to its idle level.
+ *
+ * The same threads read large JSON upload bodies (`readJsonUpload`), whose parsing was the longest block of the event
+ * loop during an upload (json-upload.ts).
  */
 import { Worker } from 'node:worker_threads'
 import { GatewayError, gatewayError } from '../errors.js'
@@ -16,6 +19,8 @@ import type { Format } from '../ingest/extract.js'
 import type { Chunk } from '../ingest/chunker.js'
 import { TimeSlicer } from '../retrieval/time-slice.js'
 import type { PrepareInput, PrepareOptions, Prepared } from './prepare.js'
+import type { JsonUpload } from './json-upload.js'
+import type { JoinedTerms } from '../retrieval/chunk-terms.js'
 
 /** What the worker sends back (see prepare-worker.ts). */
 export interface PackedPrepared {
@@ -26,14 +31,20 @@ export interface PackedPrepared {
   numbers: Int32Array
   /** Per chunk, its heading path as JSON ('' for none, the common case). */
   headings: string[]
-  terms: string[]
+  terms: JoinedTerms[]
   vectors: Float32Array | undefined
   dimension: number
 }
 
+/** A job for the thread: prepare a file, or read a JSON upload body. */
+export type WorkerJob =
+  | { id: number; kind: 'prepare'; file: PrepareInput; options: PrepareOptions }
+  | { id: number; kind: 'json-upload'; raw: Uint8Array; maxFileBytes: number }
+
 /** `memory`: the thread's V8 heap plus external buffers after the job (the pool ends a thread that holds a lot). */
 export type WorkerReply =
   | { id: number; memory: number; ok: PackedPrepared }
+  | { id: number; memory: number; upload: Omit<JsonUpload, 'bytes'> & { bytes: Uint8Array } }
   | {
       id: number
       memory: number
@@ -57,10 +68,15 @@ export interface PreparePoolOptions {
   recycleAboveBytes?: number
 }
 
+type Done = Exclude<WorkerReply, { error: unknown }>
+
 interface Job {
   id: number
-  message: { id: number; file: PrepareInput; options: PrepareOptions }
-  resolve: (p: Prepared) => void
+  message: WorkerJob
+  /** Moved to the thread rather than copied. */
+  transfer: ArrayBuffer[]
+  /** The thread's answer: resolves the caller's promise (or rejects it, for an answer of the wrong kind). */
+  accept: (reply: Done) => Promise<void>
   reject: (err: unknown) => void
 }
 
@@ -94,9 +110,32 @@ export class PreparePool {
   }
 
   prepare(file: PrepareInput, options: PrepareOptions): Promise<Prepared> {
-    return new Promise<Prepared>((resolve, reject) => {
+    return this.#run({ kind: 'prepare', file, options }, [], async (reply) => {
+      if (!('ok' in reply)) throw new Error('the ingestion worker answered a prepare job with another kind of result')
+      return unpack(reply.ok)
+    })
+  }
+
+  /**
+   * The file in a JSON upload body (json-upload.ts `readJsonUpload`), read in a thread. `raw` is handed over:
+   * when it is the sole view of its memory (a body read whole is), that memory moves to the thread, so `raw` reads
+   * as empty afterwards; the content's bytes come back the same way, without a copy.
+   */
+  readJsonUpload(raw: Buffer, maxFileBytes: number): Promise<JsonUpload> {
+    const whole = raw.byteOffset === 0 && raw.byteLength === raw.buffer.byteLength && raw.buffer instanceof ArrayBuffer
+    return this.#run({ kind: 'json-upload', raw, maxFileBytes }, whole ? [raw.buffer] : [], (reply) => {
+      if (!('upload' in reply)) throw new Error('the ingestion worker answered a JSON upload with another kind of result')
+      const { bytes } = reply.upload
+      // Structured clone hands a Buffer over as a plain Uint8Array: the same memory, seen as a Buffer again.
+      return Promise.resolve({ ...reply.upload, bytes: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength) })
+    })
+  }
+
+  #run<T>(job: DistributiveOmit<WorkerJob, 'id'>, transfer: ArrayBuffer[], accept: (reply: Done) => Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
       const id = this.#nextId++
-      this.#queue.push({ id, message: { id, file, options }, resolve, reject })
+      const message = { ...job, id } as WorkerJob
+      this.#queue.push({ id, message, transfer, accept: async (reply) => resolve(await accept(reply)), reject })
       this.#dispatch()
     })
   }
@@ -131,7 +170,7 @@ export class PreparePool {
       slot.worker.ref()
       // The budget starts when the thread takes the job (its 'started'), so a new thread's start-up (loading the
       // tokenizer's tables, ≈ 0.5–3 s) is not counted against the file.
-      slot.worker.postMessage(job.message)
+      slot.worker.postMessage(job.message, job.transfer)
     }
   }
 
@@ -202,9 +241,11 @@ export class PreparePool {
       job.reject(g !== undefined ? new GatewayError(g) : new Error(reply.error.message))
       return
     }
-    job.resolve(await unpack(reply.ok))
+    await job.accept(reply).catch(job.reject)
   }
 }
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never
 
 function limitError(message: string, cause?: unknown): GatewayError {
   return gatewayError('extraction_limit_exceeded', { param: 'file', message, cause })
@@ -213,15 +254,10 @@ function limitError(message: string, cause?: unknown): GatewayError {
 /** Numbers per chunk in PackedPrepared.numbers. */
 export const CHUNK_NUMBERS = 5
 
-/** Unpacks in slices: a 20k-chunk file's terms are ≈ 3M strings to split, and its chunks 20k objects to make. */
+/** Unpacks in slices (a 20k-chunk file's chunks are 20k objects to make); the terms stay joined until BM25 takes them. */
 async function unpack(packed: PackedPrepared): Promise<Prepared> {
   const slicer = new TimeSlicer()
-  const terms: string[][] = []
-  for (const t of packed.terms) {
-    terms.push(t === '' ? [] : t.split('\u0000'))
-    if (slicer.due()) await slicer.pause()
-  }
-  const { numbers, texts, headings } = packed
+  const { terms, numbers, texts, headings } = packed
   const chunks: Chunk[] = []
   let at = 0
   for (let i = 0; i < headings.length; i++) {

@@ -10,15 +10,32 @@
 import { getHeapStatistics } from 'node:v8'
 import { parentPort } from 'node:worker_threads'
 import { GatewayError } from '../errors.js'
-import { prepareFile, type PrepareInput, type PrepareOptions } from './prepare.js'
-import { CHUNK_NUMBERS, type PackedPrepared, type WorkerReply } from './prepare-pool.js'
+import { readJsonUpload } from './json-upload.js'
+import { joinTerms } from '../retrieval/chunk-terms.js'
+import { prepareFile } from './prepare.js'
+import { CHUNK_NUMBERS, type PackedPrepared, type WorkerJob, type WorkerReply } from './prepare-pool.js'
 
 const port = parentPort
 if (port === null) throw new Error('prepare-worker.ts runs as a worker thread')
 
-port.on('message', (job: { id: number; file: PrepareInput; options: PrepareOptions }) => {
+port.on('message', (job: WorkerJob) => {
   // The pool's time budget for this job starts now.
   port.postMessage({ started: job.id })
+  if (job.kind === 'json-upload') {
+    let upload
+    try {
+      const raw = Buffer.from(job.raw.buffer, job.raw.byteOffset, job.raw.byteLength)
+      upload = readJsonUpload(raw, job.maxFileBytes)
+    } catch (err) {
+      fail(job.id, err)
+      return
+    }
+    // The content's bytes move back to the main thread; a view of part of a larger buffer is copied into its own first.
+    let bytes: Uint8Array = upload.bytes
+    if (bytes.byteOffset !== 0 || bytes.byteLength !== bytes.buffer.byteLength) bytes = new Uint8Array(bytes)
+    port.postMessage({ id: job.id, memory: memory(), upload: { ...upload, bytes } } satisfies WorkerReply, [bytes.buffer as ArrayBuffer])
+    return
+  }
   prepareFile(job.file, job.options).then(
     (p) => {
       const dimension = p.vectors?.[0]?.length ?? 0
@@ -31,18 +48,20 @@ port.on('message', (job: { id: number; file: PrepareInput; options: PrepareOptio
         texts: p.chunks.map((c) => c.text).join(''),
         numbers,
         headings: p.chunks.map((c) => (c.headingPath.length === 0 ? '' : JSON.stringify(c.headingPath))),
-        terms: p.terms.map((t) => t.join('\u0000')),
+        terms: p.terms.map(joinTerms),
         vectors: p.vectors ? flat : undefined,
         dimension,
       }
       port.postMessage({ id: job.id, memory: memory(), ok: packed } satisfies WorkerReply, [flat.buffer, numbers.buffer])
     },
-    (err: unknown) => {
-      const e = err instanceof GatewayError ? { status: err.status, type: err.type, code: err.code, message: err.message, param: err.param } : undefined
-      port.postMessage({ id: job.id, memory: memory(), error: { message: err instanceof Error ? err.message : String(err), gateway: e } } satisfies WorkerReply)
-    },
+    (err: unknown) => fail(job.id, err),
   )
 })
+
+function fail(id: number, err: unknown): void {
+  const e = err instanceof GatewayError ? { status: err.status, type: err.type, code: err.code, message: err.message, param: err.param } : undefined
+  port?.postMessage({ id, memory: memory(), error: { message: err instanceof Error ? err.message : String(err), gateway: e } } satisfies WorkerReply)
+}
 
 /** This thread's V8 heap (committed) plus the buffers it holds outside it (pdfjs's decoded streams). */
 function memory(): number {

@@ -8,7 +8,7 @@
 import { gatewayError } from '../errors.js'
 import { chunkText, type Chunk } from '../ingest/chunker.js'
 import { DEFAULT_EXTRACT_LIMITS, extract, type ExtractLimits, type Format } from '../ingest/extract.js'
-import { chunkTerms } from '../retrieval/chunk-terms.js'
+import { chunkTerms, type JoinedTerms } from '../retrieval/chunk-terms.js'
 import { LocalEmbedder } from '../retrieval/embedder.js'
 
 export interface PrepareInput {
@@ -30,13 +30,13 @@ export interface PrepareOptions {
 export interface Prepared {
   format: Format
   chunks: Chunk[]
-  /** Each chunk's `analyze` terms. */
-  terms: string[][]
+  /** Each chunk's `analyze` terms (joined, from the prepare thread: chunk-terms.ts `JoinedTerms`). */
+  terms: ReadonlyArray<readonly string[] | JoinedTerms>
   /** One vector per chunk when `localDimension` was given. */
   vectors: Float32Array[] | undefined
 }
 
-export async function prepareFile(file: PrepareInput, o: PrepareOptions): Promise<Prepared> {
+export async function prepareFile(file: PrepareInput, o: PrepareOptions): Promise<Prepared & { terms: string[][] }> {
   const bytes = Buffer.from(file.bytes.buffer, file.bytes.byteOffset, file.bytes.byteLength)
   const extracted = await extract({ filename: file.filename, contentType: file.contentType, bytes }, o.limits ?? DEFAULT_EXTRACT_LIMITS)
   const chunks = chunkText(extracted, { chunkTokens: o.chunkTokens, overlapTokens: o.chunkOverlap, maxChunks: o.maxChunksPerFile })

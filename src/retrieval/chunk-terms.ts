@@ -18,6 +18,24 @@ export interface ChunkSpan {
   headingPath: readonly string[]
 }
 
+/**
+ * One chunk's terms joined into one string, as they travel from the prepare thread and wait for BM25 (terms are
+ * letters and digits, never NUL). A 5 MB file's terms are ≈ 1.3M short strings: split on arrival they were held while
+ * the file was written, and every young-generation GC of that second copied them (scavenges of 15–27 ms, the longest
+ * pauses of an upload once its body was read off the event loop; issue 28). Split where they are used, they die young.
+ */
+export type JoinedTerms = string
+
+export function joinTerms(terms: readonly string[]): JoinedTerms {
+  return terms.join('\u0000')
+}
+
+/** A chunk's terms, from either form. */
+export function splitTerms(terms: readonly string[] | JoinedTerms): readonly string[] {
+  if (typeof terms !== 'string') return terms
+  return terms === '' ? [] : terms.split('\u0000')
+}
+
 /** `analyze(indexText(title, chunk))` for every chunk, where indexText joins title, heading path and text with '\n'. */
 export function chunkTerms(text: string, title: string, chunks: readonly ChunkSpan[]): string[][] {
   const cuts = new Set<number>()

@@ -38,6 +38,7 @@ import { DEFAULT_RRF_K, reciprocalRankFusion } from './fusion.js'
 import { DEFAULT_SLICE_MS, TimeSlicer } from './time-slice.js'
 import { DEFAULT_HNSW, VectorIndex, type HnswParams } from './vector-index.js'
 import { FreshVectors, mergeRankings } from './fresh-vectors.js'
+import { splitTerms, type JoinedTerms } from './chunk-terms.js'
 
 export type DocRef = ReadonlyArray<string | number>
 export type SearchMode = 'hybrid' | 'bm25' | 'vector'
@@ -51,10 +52,13 @@ export interface IndexedDoc {
   terms?: readonly string[]
 }
 
-/** A committed document handed to `applyAdd`: its vector, and its text or the terms already analyzed from it. */
+/**
+ * A committed document handed to `applyAdd`: its vector, and its text or the terms already analyzed from it (as a
+ * list, or joined: chunk-terms.ts `JoinedTerms`, split only as BM25 takes them).
+ */
 export type AddedIndexDoc = Pick<IndexedDoc, 'label' | 'ref'> & { vector: Float32Array } & (
     | { text: string; terms?: undefined }
-    | { text?: undefined; terms: readonly string[] }
+    | { text?: undefined; terms: readonly string[] | JoinedTerms }
   )
 
 export interface NamespaceMeta {
@@ -428,7 +432,7 @@ export class SearchIndex {
       if (entry.fresh.size > 0 && entry.fresh.size + docs.length > this.#maxFresh) await this.#drainNow(entry, vectors, slicer)
       const direct = Math.max(0, docs.length - this.#maxFresh)
       for (const d of docs) {
-        entry.bm25.add(d.label, d.terms !== undefined ? this.#lexical(d.terms) : this.#terms(d.text))
+        entry.bm25.add(d.label, d.terms !== undefined ? this.#lexical(splitTerms(d.terms)) : this.#terms(d.text))
         entry.refs.set(d.label, d.ref)
         if (slicer.due()) await slicer.pause()
       }

@@ -7,7 +7,8 @@ import { tenantOf } from '../http/tenant.js'
 import busboy from 'busboy'
 import type { IncomingMessage } from 'node:http'
 import { gatewayError, invalidParam } from '../errors.js'
-import { mediaType, parseBoundedJson, readJsonObject } from '../http/body.js'
+import { mediaType, readBody, readJsonObject } from '../http/body.js'
+import { checkFilename, parseMetadata } from '../knowledge/json-upload.js'
 import { contentCoding, decodeError, decoder } from '../http/content-encoding.js'
 import { sendJson } from '../http/respond.js'
 import type { Handler, RequestContext } from '../http/server.js'
@@ -20,31 +21,6 @@ export interface UploadedFile {
   contentType: string | undefined
   bytes: Buffer
   metadata: Record<string, unknown> | null
-}
-
-
-function parseMetadata(raw: unknown): Record<string, unknown> | null {
-  if (raw === undefined || raw === null || raw === '') return null
-  let value: unknown = raw
-  if (typeof raw === 'string') {
-    value = parseBoundedJson(Buffer.from(raw, 'utf8'), (problem) => invalidParam('metadata', `metadata is ${problem}`), 'metadata')
-  }
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    throw invalidParam('metadata', 'metadata must be a JSON object')
-  }
-  if (JSON.stringify(value).length > 16 * 1024) throw invalidParam('metadata', 'metadata must be at most 16 KiB of JSON')
-  return value as Record<string, unknown>
-}
-
-function checkFilename(name: unknown): string {
-  if (typeof name !== 'string' || name.trim() === '') throw invalidParam('filename', 'filename must be a non-empty string')
-  if (name.length > 255) throw invalidParam('filename', 'filename must be at most 255 characters')
-  // Stored as UTF-8, an unpaired surrogate would come back as U+FFFD: a different name from the one the 201 showed.
-  if (/\p{Surrogate}/u.test(name)) throw invalidParam('filename', 'filename must be valid Unicode')
-  // A NUL, CR or LF in a name would reach logs, clients' headers and shells as a line break or a terminator: each
-  // becomes a space (the 201 shows the name as stored). Cleaned rather than refused, so a file whose name on disk
-  // has one (Linux allows it) can still be ingested by `recallgate ingest`.
-  return name.replace(/[\u0000\r\n]/g, ' ')
 }
 
 /** Longer than any id we issue (`file-` + 24 hex digits), and short enough never to overflow an LMDB key. */
@@ -157,17 +133,6 @@ export function readMultipart(req: IncomingMessage, maxFileBytes: Bytes, maxBody
   })
 }
 
-async function readJsonUpload(req: IncomingMessage, limit: Bytes, maxFileBytes: Bytes): Promise<UploadedFile> {
-  const body = await readJsonObject(req, limit)
-  if (body.filename === undefined || body.filename === null) throw gatewayError('missing_parameter', { param: 'filename', message: 'filename is required' })
-  const filename = checkFilename(body.filename)
-  if (body.content === undefined || body.content === null) throw gatewayError('missing_parameter', { param: 'content', message: 'content is required' })
-  if (typeof body.content !== 'string') throw invalidParam('content', 'content must be a string')
-  const bytes = Buffer.from(body.content, 'utf8')
-  if (bytes.length > maxFileBytes) throw gatewayError('payload_too_large', { param: 'content', message: `The file exceeds MAX_FILE_BYTES (${maxFileBytes} bytes)` })
-  return { filename, contentType: undefined, bytes, metadata: parseMetadata(body.metadata) }
-}
-
 export function fileRoutes(
   kb: KnowledgeBase,
   opts: {
@@ -192,7 +157,10 @@ export function fileRoutes(
     const type = mediaType(ctx.req)
     let file: UploadedFile
     if (type === 'multipart/form-data') file = await readMultipart(ctx.req, opts.maxFileBytes, uploadLimit)
-    else if (type === 'application/json') file = await readJsonUpload(ctx.req, uploadLimit * 2, opts.maxFileBytes)
+    else if (type === 'application/json') {
+      // Read in the prepare thread when large (KnowledgeBase.readJsonUpload), so the body is not looked at here.
+      file = { ...(await kb.readJsonUpload(await readBody(ctx.req, uploadLimit * 2), opts.maxFileBytes)), contentType: undefined }
+    }
     else {
       throw gatewayError('unsupported_media_type', {
         message: `Upload with Content-Type multipart/form-data or application/json, got ${type ?? 'none'}`,
