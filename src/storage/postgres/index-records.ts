@@ -11,7 +11,8 @@ import { decodeVector, encodeVector, metaAfterAdd, metaAfterRemove } from '../in
 import { prepared, type Pg, type Queryable } from './pool.js'
 
 /** Every search's read of the namespace's committed state (a primary-key read): prepared once per connection. */
-const META = prepared('index_meta', 'SELECT meta FROM index_meta WHERE namespace = $1')
+// As text, parsed here: the held connection's read takes one text value (pool.ts `readText`).
+const META = prepared('index_meta_text', 'SELECT meta::text AS value FROM index_meta WHERE namespace = $1')
 
 /** Rows per page when a whole namespace is read (an index load): a few MB of vectors per round trip. */
 export const PAGE_ROWS = 2_000
@@ -30,8 +31,8 @@ export class PgIndexRecords implements IndexRecordsReader {
   }
 
   async meta(namespace: string): Promise<IndexMeta | undefined> {
-    const rows = await this.#pg.query('index_meta', META, [namespace])
-    return rows[0]?.meta as IndexMeta | undefined
+    const text = await this.#pg.readText('index_meta', META, namespace)
+    return typeof text === 'string' ? (JSON.parse(text) as IndexMeta) : undefined
   }
 
   async namespaces(prefix: string): Promise<string[]> {

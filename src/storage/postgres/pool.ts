@@ -10,6 +10,7 @@
 import pg from 'pg'
 import type { Ms } from '../../types.js'
 import { DatabaseUnavailableError } from '../interface.js'
+import { HeldRead } from './held-read.js'
 
 export interface PgOptions {
   url: string
@@ -59,6 +60,7 @@ const CLIENT_TIMEOUT_SLACK: Ms = 1_000
 export class Pg {
   readonly pool: pg.Pool
   readonly #observe: (op: string, ms: Ms, ok: boolean) => void
+  readonly #held: HeldRead
 
   constructor(o: PgOptions) {
     this.pool = new pg.Pool({
@@ -75,6 +77,26 @@ export class Pg {
     // Recorded, not thrown: the next query reconnects (or fails as DatabaseUnavailableError, which is what clients see).
     this.pool.on('error', (err) => onIdle(err))
     this.#observe = o.observe ?? (() => {})
+    this.#held = new HeldRead(this.pool, o.poolSize)
+  }
+
+  /**
+   * The one text column (`AS value`) of the row `statement` selects by `param`; undefined when there is none. On
+   * the connection held for it when that is free (held-read.ts: the per-search version read, without pg's per-query
+   * machinery), else on any pooled connection; the same statement, the same snapshot rules either way.
+   */
+  async readText(op: string, statement: Prepared, param: string): Promise<string | null | undefined> {
+    const started = performance.now()
+    const held = this.#held.read(statement, param)
+    if (held === undefined) return (await this.query<{ value: string | null }>(op, statement, [param]))[0]?.value
+    try {
+      const value = await held
+      this.#observe(op, performance.now() - started, true)
+      return value
+    } catch (err) {
+      this.#observe(op, performance.now() - started, false)
+      throw classify(err)
+    }
   }
 
   /** One statement on any pooled connection. */
@@ -144,6 +166,7 @@ export class Pg {
   }
 
   async close(): Promise<void> {
+    this.#held.close()
     await this.pool.end()
   }
 }
