@@ -107,18 +107,29 @@ export function requireJson(req: IncomingMessage): void {
  */
 export function nestsDeeperThan(raw: Buffer, max: number): boolean {
   let depth = 0
-  let inString = false
   for (let i = 0; i < raw.length; i++) {
     const c = raw[i]
-    if (inString) {
-      if (c === 0x5c) i++ // backslash: skip the escaped byte
-      else if (c === 0x22) inString = false
-    } else if (c === 0x22) inString = true
-    else if (c === 0x5b || c === 0x7b) {
+    if (c === 0x22) {
+      // A string, which is most of a body's bytes (message text): jumped over to its closing quote with the native
+      // search, not read byte by byte in JS (4–6 ns a byte: ≈ 150 µs for a 33 KB chat history). `"` and `\` never occur
+      // inside a UTF-8 sequence, and a quote is escaped when an odd run of backslashes precedes it.
+      let q = raw.indexOf(0x22, i + 1)
+      while (q !== -1 && escapedQuote(raw, q)) q = raw.indexOf(0x22, q + 1)
+      // Unterminated: nothing after it is structure; JSON.parse reports it.
+      if (q === -1) return false
+      i = q
+    } else if (c === 0x5b || c === 0x7b) {
       if (++depth > max) return true
     } else if (c === 0x5d || c === 0x7d) depth--
   }
   return false
+}
+
+/** Whether the quote at `q` is escaped: preceded by an odd number of backslashes (each run is read once). */
+function escapedQuote(raw: Buffer, q: number): boolean {
+  let slashes = 0
+  while (q - 1 - slashes >= 0 && raw[q - 1 - slashes] === 0x5c) slashes++
+  return slashes % 2 === 1
 }
 
 /**
