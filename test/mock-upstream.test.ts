@@ -128,6 +128,18 @@ t.test('stream through the openai SDK: role first, content, stop, usage-only chu
   t.ok(chunks.every((c) => c.object === 'chat.completion.chunk' && c.id === chunks[0]?.id))
 })
 
+t.test('firstTokenGapMs: the first content chunk arrives on its own, the rest after a pause', async (t) => {
+  const { sdk } = await withMock(t, { behaviour: { reply: 'one two three four', chunkChars: 4, firstTokenGapMs: 150 } })
+  const stream = await sdk.chat.completions.create({ model: 'openai/gpt-4o', messages: user('hi'), stream: true })
+  const at: Array<{ text: string; ms: number }> = []
+  for await (const c of stream) {
+    const text = c.choices[0]?.delta.content
+    if (text) at.push({ text, ms: performance.now() })
+  }
+  t.equal(at.map((a) => a.text).join(''), 'one two three four')
+  t.ok((at[1]?.ms ?? 0) - (at[0]?.ms ?? 0) >= 100, 'a pause between the first and the second token')
+})
+
 t.test('raw stream wire format: keep-alive comments, frames, [DONE]', async (t) => {
   const { mock } = await withMock(t)
   for (const crlf of [false, true]) {

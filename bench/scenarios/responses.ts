@@ -17,7 +17,7 @@ import { describeArms, interleave } from '../lib/interleave.js'
 import { BENCH_KEY, callJson, chatBody, MODEL, PROVIDER_KEY, startStack, type ScenarioContext } from '../lib/stack.js'
 import { quantile, ratio, signedUs, us } from '../lib/stats.js'
 import type { Row } from '../lib/table.js'
-import { MESSAGE, type ScenarioResult } from './relay.js'
+import { FIRST_TOKEN_GAP_MS, MESSAGE, type ScenarioResult } from './relay.js'
 
 const TURNS = 50
 const RESPONSES_MARKS = { first: 'response.output_text.delta', done: 'event: response.completed' }
@@ -35,7 +35,7 @@ function responsesRequest(body: Record<string, unknown>): LoadRequest {
 }
 
 export async function responsesScenario(ctx: ScenarioContext): Promise<ScenarioResult> {
-  const stack = await startStack({ cpuProfDir: ctx.cpuProfDir, mock: { maxRecorded: 0 } })
+  const stack = await startStack({ cpuProfDir: ctx.cpuProfDir, mock: { maxRecorded: 0, behaviour: { firstTokenGapMs: FIRST_TOKEN_GAP_MS } } })
   const problems: string[] = []
   try {
     const g = stack.origins.gateway

@@ -55,7 +55,7 @@ export async function streamReply(
     if (i === 0 && b.hang === 'mid-stream') return
     if (i === 0 && b.reset === 'mid-stream') return dropAfterFlush(res, signal)
     if (piece === undefined || i >= stopAt) break
-    const delay = b.tokensPerSecond ? (1000 * encode(piece).length) / b.tokensPerSecond : b.interChunkDelayMs
+    const delay = (b.tokensPerSecond ? (1000 * encode(piece).length) / b.tokensPerSecond : (b.interChunkDelayMs ?? 0)) + (i === 0 ? (b.firstTokenGapMs ?? 0) : 0)
     if (delay) await sleep(delay, undefined, { signal })
   }
   if (b.midStreamError) {

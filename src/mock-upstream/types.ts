@@ -17,6 +17,12 @@ export interface MockBehaviour {
   chunkChars?: number
   /** Delay between streamed chunks; default 0. */
   interChunkDelayMs?: Ms
+  /**
+   * Stream: a pause after the first content chunk only (a model's time from its first token to its second); default
+   * 0. The benches' time to first token needs it on a small machine: with the whole reply sent at once, the client
+   * cannot read the first token before the proxy has relayed all of it (both want the same cores).
+   */
+  firstTokenGapMs?: Ms
   /** Delay before the first byte of the response; default 0. */
   ttftMs?: Ms
   /** `: OPENROUTER PROCESSING` comments sent before the first chunk; default 1. */
