@@ -191,7 +191,11 @@ function protoKeyPath(v: unknown, path: string): string | undefined {
 /** Read and parse a JSON object body. Anything but a JSON object is a 400 naming the body. */
 export async function readJsonObject(req: IncomingMessage, limit: Bytes): Promise<Record<string, unknown>> {
   requireJson(req)
-  const raw = await readBody(req, limit)
+  return parseJsonObject(await readBody(req, limit))
+}
+
+/** A request body already read, parsed as a JSON object (readJsonObject's checks; 400 `invalid_json` otherwise). */
+export function parseJsonObject(raw: Buffer): Record<string, unknown> {
   const value = parseBoundedJson(raw, (problem) => gatewayError('invalid_json', { message: `Request body is ${problem}` }))
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw gatewayError('invalid_json', { message: 'Request body must be a JSON object' })

@@ -7,7 +7,7 @@
  */
 import { gatewayError, invalidParam } from '../errors.js'
 import type { Bytes } from '../types.js'
-import { parseBoundedJson } from '../http/body.js'
+import { parseBoundedJson, parseJsonObject } from '../http/body.js'
 
 export interface JsonUpload {
   filename: string
@@ -18,11 +18,7 @@ export interface JsonUpload {
 
 /** The file in a JSON upload body; a GatewayError (400, 413) names what is wrong with it. */
 export function readJsonUpload(raw: Buffer, maxFileBytes: Bytes): JsonUpload {
-  const body = parseBoundedJson(raw, (problem) => gatewayError('invalid_json', { message: `Request body is ${problem}` }))
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) {
-    throw gatewayError('invalid_json', { message: 'Request body must be a JSON object' })
-  }
-  const { filename, content, metadata } = body as Record<string, unknown>
+  const { filename, content, metadata } = parseJsonObject(raw)
   if (filename === undefined || filename === null) throw gatewayError('missing_parameter', { param: 'filename', message: 'filename is required' })
   const name = checkFilename(filename)
   if (content === undefined || content === null) throw gatewayError('missing_parameter', { param: 'content', message: 'content is required' })
