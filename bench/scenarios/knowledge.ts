@@ -7,15 +7,11 @@
  * gateway's default chunking and local embedder, and cached under $TMPDIR/recallgate-bench-cache/ for later runs.
  * Baselines: the exact prompts recallgate built (captured from the mock) sent direct to the mock.
  */
-import { mkdirSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { chatRequest } from '../../src/cli/bench.js'
 import { Corpus } from '../lib/corpus.js'
 import { armProblems, latencyRow } from '../lib/arm-report.js'
 import { describeArms, interleave, type Arm } from '../lib/interleave.js'
-import type { KbBuilt } from '../lib/kb-build.js'
-import { spawnRole } from '../lib/procs.js'
+import { cachedKnowledgeBase } from '../lib/kb-cache.js'
 import { BENCH_KEY, callJson, capturedUpstreamBody, chatBody, PROVIDER_KEY, startStack, type ScenarioContext } from '../lib/stack.js'
 import { mb } from '../lib/stats.js'
 import type { Row } from '../lib/table.js'
@@ -29,13 +25,7 @@ interface ChatReply {
 export async function knowledgeScenario(ctx: ScenarioContext): Promise<ScenarioResult> {
   const chunks = ctx.quick ? 10_000 : 100_000
   const label = `knowledge base, ${chunks / 1000}k chunks`
-  const dataDir = join(tmpdir(), 'recallgate-bench-cache', `kb-${chunks}`)
-  mkdirSync(dataDir, { recursive: true })
-  ctx.log(`knowledge: building or reusing ${chunks} chunks in ${dataDir}`)
-  const builder = await spawnRole({ role: 'kb-build', options: { dataDir, serviceKey: BENCH_KEY, chunks } }, { readyTimeoutMs: 30 * 60_000 })
-  const built = JSON.parse(builder.url) as KbBuilt
-  await builder.stop()
-  ctx.log(`knowledge: ${built.chunks} chunks in ${built.files} files (${built.cached ? 'cached' : `built in ${built.buildSeconds.toFixed(0)} s`})`)
+  const { dataDir } = await cachedKnowledgeBase(BENCH_KEY, chunks, (l) => ctx.log(`knowledge: ${l}`))
 
   const loadStarted = performance.now()
   const stack = await startStack({

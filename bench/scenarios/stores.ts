@@ -13,12 +13,17 @@
  * Needs RECALLGATE_BENCH_DATABASE_URL: a PostgreSQL server whose user may create databases (one is made for the run
  * and dropped after). `node dist/bench/run-all.js --only stores [--quick]`
  */
+import { spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { readFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import pg from 'pg'
 import { chatRequest, type LoadRequest } from '../../src/cli/bench.js'
 import { arm, armProblems } from '../lib/arm-report.js'
 import { Corpus } from '../lib/corpus.js'
+import { cachedKnowledgeBase } from '../lib/kb-cache.js'
 import { describeArms, interleave } from '../lib/interleave.js'
 import { BENCH_KEY, callJson, chatBody, PROVIDER_KEY, startStack, type ScenarioContext, type Stack } from '../lib/stack.js'
 import { quantile, us } from '../lib/stats.js'
@@ -95,6 +100,13 @@ export async function storesScenario(ctx: ScenarioContext): Promise<ScenarioResu
   if (base === undefined || base === '') {
     return { rows: [], problems: ['stores: set RECALLGATE_BENCH_DATABASE_URL to a PostgreSQL server whose user may create databases'] }
   }
+  const small = await replicaScenario(ctx, base)
+  const large = await largeSearchScenario(ctx, base)
+  return { rows: [...small.rows, ...large.rows], problems: [...small.problems, ...large.problems] }
+}
+
+/** The saved exchange, search over 1,600 paragraphs uploaded through the API, and read-your-writes across replicas. */
+async function replicaScenario(ctx: ScenarioContext, base: string): Promise<ScenarioResult> {
   const db = await freshDatabase(base)
   const stacks: Stack[] = []
   const problems: string[] = []
@@ -237,5 +249,86 @@ export async function storesScenario(ctx: ScenarioContext): Promise<ScenarioResu
     for (const s of stacks.reverse()) await s.close().catch(() => undefined)
     await server?.close().catch(() => undefined)
     await db.drop().catch(() => undefined)
+  }
+}
+
+/**
+ * Hybrid search at the size issue 23 names (100k chunks; 10k with --quick): the bench's cached knowledge base served by
+ * an LMDB gateway on its DATA_DIR, against the same chunks copied into a fresh database with `recallgate migrate
+ * --from-lmdb` (what an operator growing into replicas runs) and served by a replica that never saw an upload, its
+ * index loaded from PostgreSQL on the first search. Both searches pay for the same ranking; what the replica adds is
+ * its version read per search (read-your-writes), a fixed cost that the small corpus above shows at its largest.
+ */
+async function largeSearchScenario(ctx: ScenarioContext, base: string): Promise<ScenarioResult> {
+  const chunks = ctx.quick ? 10_000 : 100_000
+  const { dataDir, built } = await cachedKnowledgeBase(BENCH_KEY, chunks, (l) => ctx.log(`stores: ${l}`))
+  const db = await freshDatabase(base)
+  const server = await serverCpu(base)
+  const stacks: Stack[] = []
+  const problems: string[] = []
+  const scratch = mkdtempSync(join(tmpdir(), 'recallgate-bench-migrate-'))
+  try {
+    const copyStarted = performance.now()
+    const cli = fileURLToPath(new URL('../../src/cli.js', import.meta.url))
+    const copy = spawnSync(process.execPath, [cli, 'migrate', '--from-lmdb', dataDir], { env: { ...process.env, DATABASE_URL: db.url, DATA_DIR: scratch }, encoding: 'utf8' })
+    if (copy.status !== 0) return { rows: [], problems: [`stores: migrate --from-lmdb failed: ${copy.stderr.slice(-500)}`] }
+    const copySeconds = (performance.now() - copyStarted) / 1000
+    ctx.log(`stores: ${built.chunks} chunks copied into PostgreSQL in ${copySeconds.toFixed(1)} s`)
+    const lmdb = await startStack({ dataDir, cpuProfDir: ctx.cpuProfDir })
+    stacks.push(lmdb)
+    const replica = await startStack({ env: { DATABASE_URL: db.url }, cpuProfDir: ctx.cpuProfDir })
+    stacks.push(replica)
+    const query = `What does the documentation say about ${new Corpus(42).sentence(10)}`
+    // The first search of each loads the tenant's index (the replica's from PostgreSQL), outside the timed rounds.
+    const loadMs: number[] = []
+    for (const g of [lmdb, replica]) {
+      const started = performance.now()
+      const r = (await callJson(g.origins.gateway, 'POST', '/api/v1/files/search', { query, k: 8, min_relevance: 0 })) as { data: unknown[] }
+      loadMs.push(performance.now() - started)
+      if (r.data.length === 0) problems.push('stores: the 100k search found nothing')
+    }
+    const rounds = ctx.quick ? 4 : 10
+    const batch = ctx.quick ? 100 : 200
+    ctx.log(`stores: search over ${built.chunks} chunks, ${rounds} rounds × ${batch} requests per arm`)
+    const m = await interleave(
+      [
+        { name: 'lmdb', origin: lmdb.origins.gateway, request: searchRequest(query), proc: lmdb.gateway, backendCpuUs: server?.read },
+        { name: 'replica', origin: replica.origins.gateway, request: searchRequest(query), proc: replica.gateway, backendCpuUs: server?.read },
+      ],
+      {
+        rounds,
+        batch: { connections: 1, requests: batch },
+        warmup: { connections: 1, requests: 50 },
+        afterWarmup: async () => void (await Promise.all([lmdb.profileStart(), replica.profileStart()])),
+      },
+    )
+    await lmdb.profileStop('search100k-lmdb', { gateway: arm(m, 'lmdb').ok })
+    await replica.profileStop('search100k-replica', { gateway: arm(m, 'replica').ok })
+    if (ctx.verbose) ctx.log(describeArms('stores, search at scale', m))
+    problems.push(...armProblems('stores', m))
+    const p50 = (n: string) => quantile(arm(m, n).latencyMs, 0.5)
+    const ratio = p50('replica') / p50('lmdb')
+    const cpu = (n: string) => `${arm(m, n).cpuUsPerRequest.toFixed(0)} µs`
+    const label = `${Math.round(built.chunks / 1000)}k chunks`
+    return {
+      rows: [
+        {
+          scenario: 'PostgreSQL store',
+          measure: `hybrid search p50, ${label}, a replica's index loaded from PostgreSQL (copied by migrate --from-lmdb in ${copySeconds.toFixed(1)} s; first search ${us(loadMs[1] ?? NaN)} against ${us(loadMs[0] ?? NaN)})`,
+          baseline: `LMDB ${us(p50('lmdb'))}`,
+          value: us(p50('replica')),
+          delta: `${ratio.toFixed(2)}×`,
+          target: '≤ 1.10×',
+          pass: ratio <= 1.1,
+        },
+        { scenario: 'PostgreSQL store', measure: `gateway CPU per search, ${label}`, baseline: `LMDB ${cpu('lmdb')}`, value: cpu('replica'), delta: '', target: '' },
+      ],
+      problems,
+    }
+  } finally {
+    for (const s of stacks.reverse()) await s.close().catch(() => undefined)
+    await server?.close().catch(() => undefined)
+    await db.drop().catch(() => undefined)
+    rmSync(scratch, { recursive: true, force: true })
   }
 }
