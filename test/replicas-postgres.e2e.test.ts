@@ -1,7 +1,7 @@
 /**
- * Replicas on separate hosts, as far as one machine can show it: gateway processes with SEPARATE DATA_DIRs sharing one
- * PostgreSQL (DATABASE_URL). A session written through one is read through the other, a file uploaded through one is
- * retrieved through the other at once and never after its delete, a key created (CLI) works on both at once and stops
+ * Replicas on separate hosts, as far as one machine can show it: three gateway processes with SEPARATE DATA_DIRs sharing
+ * one PostgreSQL (DATABASE_URL). A session written through one is read through the others, a file uploaded through one
+ * is retrieved through the others at once and never after its delete, a key created (CLI) works on both at once and stops
  * after its revoke, a plan change or a rotation reaches both within their key cache's 5 s, kill -9 of one under load
  * loses no acknowledged exchange; and a database
  * that goes away gives clean 503s with Retry-After and `/readyz` 503, then recovery without a restart.
@@ -56,11 +56,11 @@ async function until(what: string, check: () => Promise<boolean>, tries = 150): 
 if (baseUrl === undefined) {
   withoutService(t, 'gateway replicas sharing PostgreSQL', POSTGRES_SKIP_REASON)
 } else {
-  t.test('two gateway processes, separate DATA_DIRs, one PostgreSQL', async (t) => {
+  t.test('three gateway processes, separate DATA_DIRs, one PostgreSQL', async (t) => {
     const databaseUrl = await freshDatabase(t, baseUrl)
     const mock = await startMockUpstream({})
     t.teardown(() => mock.close())
-    const dirs = [0, 1].map(() => mkdtempSync(join(tmpdir(), 'recallgate-pg-replica-')))
+    const dirs = [0, 1, 2].map(() => mkdtempSync(join(tmpdir(), 'recallgate-pg-replica-')))
     t.teardown(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })))
     const env = (dir: string): Record<string, string> => ({
       UPSTREAM_BASE_URL: mock.url,
@@ -69,23 +69,26 @@ if (baseUrl === undefined) {
       DATABASE_URL: databaseUrl,
       DATABASE_POOL_SIZE: '4',
     })
-    const [a, b] = (await Promise.all(dirs.map((d) => spawnGateway(env(d), READY)))) as [ChildGateway, ChildGateway]
-    t.teardown(() => Promise.all([a.stop(), b.stop()]))
+    const [a, b, c] = (await Promise.all(dirs.map((d) => spawnGateway(env(d), READY)))) as [ChildGateway, ChildGateway, ChildGateway]
+    t.teardown(() => Promise.all([a.stop(), b.stop(), c.stop()]))
 
-    t.test('a session written through one is read and packed through the other; a delete is final on both', async (t) => {
+    t.test('a session written through one is read and packed through the others; a delete is final on all', async (t) => {
       await chat(b.url, 'trip', 'We are planning a trip to Lisbon.')
       await chat(a.url, 'trip', 'We leave on the fourth of May.')
       const meta = await chat(b.url, 'trip', 'When do we leave?')
       t.equal(meta.memory.historyMessages, 4, "B's prompt has the exchange saved through A")
       const s = await api(a.url, '/api/v1/sessions/trip')
       t.equal(s.body.messages.length, 6, 'and A reads the exchange saved through B')
+      t.equal((await chat(c.url, 'trip', 'And who is coming?')).memory.historyMessages, 6, "C's prompt has both replicas' exchanges")
+      t.equal((await api(a.url, '/api/v1/sessions/trip')).body.messages.length, 8, "and A reads C's")
       t.same((await api(a.url, '/api/v1/sessions')).body.data.map((x: { id: string }) => x.id), ['trip'])
       t.equal((await api(b.url, '/api/v1/sessions/trip', { method: 'DELETE' })).status, 200)
       t.equal((await api(a.url, '/api/v1/sessions/trip')).status, 404, 'deleted through B, gone on A')
+      t.equal((await api(c.url, '/api/v1/sessions/trip')).status, 404, 'and on C')
       t.equal((await chat(a.url, 'trip', 'Anything saved?')).memory.historyMessages, 0)
     })
 
-    t.test('a file uploaded through one is retrieved through the other at once; after a delete, never again by either', async (t) => {
+    t.test('a file uploaded through one is retrieved through the others at once; after a delete, never again by any', async (t) => {
       const search = async (url: string, query: string): Promise<string[]> => {
         const r = await fetch(`${url}/api/v1/files/search`, {
           method: 'POST',
@@ -104,8 +107,10 @@ if (baseUrl === undefined) {
         return ((await r.json()) as { id: string }).id
       }
       t.same(await search(b.url, 'lighthouse keeper'), [], 'B has loaded the empty index first')
+      t.same(await search(c.url, 'lighthouse keeper'), [], 'and so has C')
       const keeper = await upload(a.url, 'keepers.txt', 'The lighthouse keeper of Skerryvore is called MORWENNA. She keeps the light on stormy nights.')
       t.same(await search(b.url, 'Who keeps the lighthouse at Skerryvore?'), [keeper], 'B finds it on its next request')
+      t.same(await search(c.url, 'Who keeps the lighthouse at Skerryvore?'), [keeper], 'and so does C')
       const viaChat = await client(b.url).chat.completions.create({
         model: 'openai/gpt-4o',
         messages: [{ role: 'user', content: 'Who is the lighthouse keeper of Skerryvore?' }],
@@ -116,7 +121,7 @@ if (baseUrl === undefined) {
       t.ok((await search(a.url, 'spring tides Skerryvore')).includes(tides), 'and A finds what B uploaded')
       t.same((await api(a.url, '/api/v1/files')).body.data.map((f: { id: string }) => f.id), [keeper, tides])
       t.equal((await api(b.url, `/api/v1/files/${keeper}`, { method: 'DELETE' })).status, 200)
-      for (const [name, gw] of [['A', a], ['B', b], ['A', a]] as const) {
+      for (const [name, gw] of [['A', a], ['B', b], ['C', c], ['A', a]] as const) {
         t.notOk((await search(gw.url, 'lighthouse keeper MORWENNA')).includes(keeper), `deleted through B: never returned by ${name}`)
         t.equal((await api(gw.url, `/api/v1/files/${keeper}`)).status, 404)
       }
@@ -166,7 +171,7 @@ if (baseUrl === undefined) {
       t.pass('both replicas refuse the old key as revoked')
     })
 
-    t.test('kill -9 of one under load loses no acknowledged exchange (checked through the survivor)', async (t) => {
+    t.test('kill -9 of one under load loses no acknowledged exchange (checked through both survivors)', async (t) => {
       const acknowledged: string[] = []
       let stop = false
       const load = async (worker: number): Promise<void> => {
@@ -187,9 +192,11 @@ if (baseUrl === undefined) {
       await Promise.all(loops)
       await a.exited
       for (const id of acknowledged) {
-        const s = await api(b.url, `/api/v1/sessions/${id}`)
-        t.equal(s.status, 200, `${id} is there`)
-        t.equal(s.body.messages?.length, 2, `${id} whole`)
+        for (const [name, gw] of [['B', b], ['C', c]] as const) {
+          const s = await api(gw.url, `/api/v1/sessions/${id}`)
+          t.equal(s.status, 200, `${id} is there through ${name}`)
+          t.equal(s.body.messages?.length, 2, `${id} whole through ${name}`)
+        }
       }
       t.ok(acknowledged.length >= 12, `${acknowledged.length} acknowledged exchanges checked`)
     })
