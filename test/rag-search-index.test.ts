@@ -9,6 +9,7 @@ import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { LocalEmbedder } from '../src/retrieval/embedder.js'
 import { SearchIndex, type IndexSource, type NamespaceMeta } from '../src/retrieval/search-index.js'
+import { VectorIndex } from '../src/retrieval/vector-index.js'
 
 const embedder = new LocalEmbedder()
 
@@ -280,4 +281,52 @@ t.test('a removal runs in slices between other work, and no search meanwhile ran
   t.same(seen.flat().filter((l) => removed.has(l)), [], 'no search returned a removed document')
   t.same(seen.map((l) => l.length), seen.map(() => 50), 'each found the 50 kept ones')
   t.equal((await index.search('s', 'rivers', 400, 'bm25')).length, 50, 'the 50 kept documents remain')
+})
+
+t.test('a large graph rebuilt from the source is built in a worker thread: the same ranking as one built here, and close stops it', async (t) => {
+  const source = new MemorySource()
+  const texts = Array.from({ length: 3000 }, (_, i) => `note ${i} on ${['tides', 'lighthouses', 'storms', 'harbours', 'gulls'][i % 5]} and ${['keepers', 'lamps', 'charts'][i % 3]} number ${i % 97}`)
+  for (let i = 0; i < texts.length; i += 1000) await source.add('big', texts.slice(i, i + 1000))
+  const built = (graphWorkerMin: number) => {
+    const dir = mkdtempSync(join(tmpdir(), 'rag-si-'))
+    t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+    const index = new SearchIndex({ dir, source, embedder, saveDelay: 60_000, graphWorkerMin })
+    t.teardown(() => index.close())
+    return { dir, index }
+  }
+  // Insertions on this thread go through VectorIndex#add; count them, and any fallback's warning.
+  let insertedHere = 0
+  const add = VectorIndex.prototype.add
+  VectorIndex.prototype.add = function (this: VectorIndex, ...args: Parameters<typeof add>) {
+    insertedHere++
+    return add.apply(this, args)
+  }
+  t.teardown(() => void (VectorIndex.prototype.add = add))
+  const warnings: string[] = []
+  const onWarning = (w: Error) => warnings.push(w.message)
+  process.on('warning', onWarning)
+  t.teardown(() => void process.off('warning', onWarning))
+
+  const here = built(Number.POSITIVE_INFINITY).index
+  const { dir, index: offThread } = built(1000)
+  const queries = ['lighthouses keepers', 'storms charts number 42', 'gulls lamps', 'harbours tides 7']
+  t.ok((await here.search('big', queries[0] as string, 10, 'vector')).length > 0)
+  t.equal(insertedHere, 3000, 'below the threshold: built on this thread')
+  t.ok((await offThread.search('big', queries[0] as string, 10, 'vector')).length > 0)
+  t.equal(insertedHere, 3000, 'at the threshold: not one insertion on this thread')
+  t.same(warnings, [], 'and no fallback to this thread')
+  for (const q of queries) {
+    const a = await here.search('big', q, 10, 'vector')
+    const b = await offThread.search('big', q, 10, 'vector')
+    t.same(labels(b), labels(a), `"${q}": the same neighbours, best first`)
+    t.same(b.map((h) => h.score), a.map((h) => h.score), 'with the same scores')
+  }
+  await offThread.flush()
+  t.equal(readdirSync(dir).filter((f) => f.endsWith('.build')).length, 0, "the worker's file is gone once loaded")
+
+  const closing = built(1000).index
+  const loading = closing.search('big', 'storms', 5, 'vector')
+  await new Promise((resolve) => setTimeout(resolve, 20))
+  await closing.close()
+  await t.rejects(loading, 'a load cut by close rejects')
 })

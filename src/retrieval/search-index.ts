@@ -172,6 +172,12 @@ export interface SearchIndexOptions {
    */
   maxFresh?: number
   /**
+   * A namespace of at least this many vectors whose graph must be rebuilt from the store (no current graph file: a
+   * replica's first load, a stale or damaged file) has it built in a worker thread while its documents go into BM25
+   * on this one; a smaller one is built here in slices (a worker costs ≈ 30 ms to start). Default 5,000.
+   */
+  graphWorkerMin?: number
+  /**
    * BM25 (ranking and relevance) matches terms with accents folded and a final e dropped (analyzer.ts `foldTerm`);
    * the vectors are untouched. Default false. Nothing stored changes: BM25 is rebuilt from the text at every load.
    */
@@ -220,6 +226,7 @@ export class SearchIndex {
   readonly #candidates: number
   readonly #sliceMs: number
   readonly #maxFresh: number
+  readonly #graphWorkerMin: number
   /** The terms BM25 indexes and searches, from `analyze`'s (foldTerms, or as they are). */
   readonly #lexical: (terms: readonly string[]) => readonly string[]
   readonly #loaded: LRUCache<string, Entry>
@@ -246,6 +253,7 @@ export class SearchIndex {
     this.#candidates = opts.candidates ?? 40
     this.#sliceMs = opts.sliceMs ?? DEFAULT_SLICE_MS
     this.#maxFresh = Math.max(0, opts.maxFresh ?? DEFAULT_MAX_FRESH)
+    this.#graphWorkerMin = opts.graphWorkerMin ?? 5000
     this.#lexical = opts.foldTerms === true ? foldTerms : (terms) => terms
     this.#onSaveError =
       opts.onSaveError ?? ((err, file) => process.emitWarning(`recallgate: could not save ${file}: ${String(err)}`, 'IndexSaveWarning'))
@@ -600,16 +608,25 @@ export class SearchIndex {
       }
       let rebuilt = false
       if (meta !== undefined && meta.count > 0) {
-        const slicer = new TimeSlicer(this.#sliceMs)
-        for await (const doc of this.#source.documents(namespace)) {
-          entry.bm25.add(doc.label, this.#terms(doc.text))
-          entry.refs.set(doc.label, doc.ref)
-          if (slicer.due()) await pause(slicer)
-        }
         const expected = { dimension: meta.dimension, version: meta.version, count: meta.count, epoch: meta.epoch }
         const current = await VectorIndex.load(entry.file, expected, this.#hnsw)
         rebuilt = current === undefined
-        entry.vectors = current ?? (await this.#buildVectors(namespace, meta, pause))
+        // A large graph is rebuilt in a worker thread while the documents go into BM25 here.
+        const stop = new AbortController()
+        const offThread = rebuilt && meta.count >= this.#graphWorkerMin ? this.#buildVectorsOffThread(namespace, entry, meta, pause, stop.signal) : undefined
+        try {
+          const slicer = new TimeSlicer(this.#sliceMs)
+          for await (const doc of this.#source.documents(namespace)) {
+            entry.bm25.add(doc.label, this.#terms(doc.text))
+            entry.refs.set(doc.label, doc.ref)
+            if (slicer.due()) await pause(slicer)
+          }
+        } catch (err) {
+          stop.abort()
+          await offThread?.catch(() => undefined)
+          throw err
+        }
+        entry.vectors = current ?? (await (offThread ?? this.#buildVectors(namespace, meta, pause)))
       }
       const now = await this.#source.meta(namespace)
       if ((now?.version ?? 0) !== entry.version || now?.epoch !== entry.epoch) continue
@@ -617,6 +634,32 @@ export class SearchIndex {
       // Saved at once, so the next start finds the graph current.
       if (rebuilt) void this.#enqueue(entry, () => this.#save(entry))
       return entry
+    }
+  }
+
+  /**
+   * Rebuild a graph from the store's vectors in a worker thread (vector-index.ts `buildInWorker`); if the worker
+   * cannot run (no thread, its module missing), on this thread in slices as a smaller namespace is.
+   */
+  async #buildVectorsOffThread(
+    namespace: string,
+    entry: Entry,
+    meta: NamespaceMeta,
+    pause: (s: TimeSlicer) => Promise<void>,
+    signal: AbortSignal,
+  ): Promise<VectorIndex> {
+    const slicer = new TimeSlicer(this.#sliceMs)
+    try {
+      return await VectorIndex.buildInWorker(
+        { dimension: meta.dimension, params: this.#hnsw, capacity: meta.count, tmpFile: `${entry.file}.${process.pid}.build` },
+        this.#source.vectors(namespace),
+        () => (slicer.due() ? pause(slicer) : Promise.resolve()),
+        { signal },
+      )
+    } catch (err) {
+      if (this.#closed || signal.aborted || err instanceof IndexClosedError) throw err
+      process.emitWarning(`recallgate: graph of ${namespace} rebuilt on the main thread: ${String(err)}`, 'IndexBuildWarning')
+      return this.#buildVectors(namespace, meta, pause)
     }
   }
 

@@ -18,8 +18,10 @@
 import { createHash } from 'node:crypto'
 import { createReadStream, rmSync } from 'node:fs'
 import { readFile, rename, stat, writeFile } from 'node:fs/promises'
+import { Worker } from 'node:worker_threads'
 import hnswlib from 'hnswlib-node'
 import type { ScoredLabel } from './bm25.js'
+import type { GraphWorkerData, GraphWorkerIn, GraphWorkerOut } from './graph-worker.js'
 
 export interface HnswParams {
   /** Graph degree. Default 16. */
@@ -58,6 +60,10 @@ interface Sidecar extends Expected {
 const INITIAL_CAPACITY = 1024
 /** Fixed so that a rebuild from the same vectors in the same order gives the same graph. */
 const RANDOM_SEED = 100
+/** Vectors per message to the graph worker (1 MB of 256-dimension vectors), and messages read ahead of it. */
+const BUILD_BATCH = 1024
+const BUILD_AHEAD = 4
+const GRAPH_WORKER_URL = new URL(`./graph-worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url)
 
 export class VectorIndex {
   readonly dimension: number
@@ -106,6 +112,81 @@ export class VectorIndex {
     }
     if (hnsw.getCurrentCount() !== side.count + side.deleted) return undefined
     return new VectorIndex(hnsw, expect.dimension, params, side.count, side.deleted)
+  }
+
+  /**
+   * Build a graph from `vectors` (in this order) in a worker thread, and load it here from the file the worker writes
+   * (`tmpFile`, removed afterwards): the graph `create` + `add` would build, without the event loop's CPU. `batched`
+   * runs between batches read from `vectors` (the caller's time slicing). Rejects if the worker fails or `cancel`
+   * fires (the worker is stopped either way).
+   */
+  static async buildInWorker(
+    o: { dimension: number; params: HnswParams; capacity: number; tmpFile: string },
+    vectors: AsyncIterable<{ label: number; vector: Float32Array }> | Iterable<{ label: number; vector: Float32Array }>,
+    batched: () => Promise<void>,
+    cancel: { signal?: AbortSignal } = {},
+  ): Promise<VectorIndex> {
+    const data: GraphWorkerData = { dimension: o.dimension, m: o.params.m, efConstruction: o.params.efConstruction, capacity: o.capacity, seed: RANDOM_SEED }
+    const worker = new Worker(GRAPH_WORKER_URL, { workerData: data })
+    // Replies in order: every batch's ack, then `saved`. Each waiter takes the next one.
+    const waiting: Array<{ resolve: (m: GraphWorkerOut) => void; reject: (e: Error) => void }> = []
+    let failed: Error | undefined
+    const fail = (e: Error): void => {
+      failed ??= e
+      for (const w of waiting.splice(0)) w.reject(e)
+    }
+    worker.on('message', (m: GraphWorkerOut) => ('error' in m ? fail(new Error(`graph worker: ${m.error}`)) : waiting.shift()?.resolve(m)))
+    worker.on('error', fail)
+    worker.on('exit', (code) => fail(new Error(`graph worker exited (${code})`)))
+    const onAbort = (): void => fail(new Error('graph build cancelled'))
+    cancel.signal?.addEventListener('abort', onAbort)
+    const next = (): Promise<GraphWorkerOut> => {
+      const reply = failed !== undefined ? Promise.reject(failed) : new Promise<GraphWorkerOut>((resolve, reject) => waiting.push({ resolve, reject }))
+      // Awaited in order by the loop; one still pending when another step fails must not surface as unhandled.
+      reply.catch(() => undefined)
+      return reply
+    }
+    try {
+      let labels = new Float64Array(BUILD_BATCH)
+      let rows = new Float32Array(BUILD_BATCH * o.dimension)
+      let n = 0
+      let count = 0
+      const acks: Array<Promise<GraphWorkerOut>> = []
+      const send = async (): Promise<void> => {
+        acks.push(next())
+        const batch = { labels: labels.subarray(0, n), vectors: rows.subarray(0, n * o.dimension) }
+        worker.postMessage(batch, [labels.buffer, rows.buffer])
+        labels = new Float64Array(BUILD_BATCH)
+        rows = new Float32Array(BUILD_BATCH * o.dimension)
+        n = 0
+        // Bounded: at most this many batches read ahead of the worker.
+        if (acks.length >= BUILD_AHEAD) await acks.shift()
+        await batched()
+      }
+      for await (const { label, vector } of vectors) {
+        if (failed !== undefined) throw failed
+        if (vector.length !== o.dimension) throw new RangeError(`VectorIndex: vector has ${vector.length} dimensions, index has ${o.dimension}`)
+        labels[n] = label
+        rows.set(vector, n * o.dimension)
+        n++
+        count++
+        if (n === BUILD_BATCH) await send()
+      }
+      if (n > 0) await send()
+      await Promise.all(acks)
+      const saved = next()
+      worker.postMessage({ save: o.tmpFile } satisfies GraphWorkerIn)
+      await saved
+      const hnsw = new hnswlib.HierarchicalNSW('cosine', o.dimension)
+      await hnsw.readIndex(o.tmpFile, false)
+      if (hnsw.getCurrentCount() !== count) throw new Error(`graph worker wrote ${hnsw.getCurrentCount()} vectors of ${count}`)
+      return new VectorIndex(hnsw, o.dimension, o.params, count, 0)
+    } finally {
+      cancel.signal?.removeEventListener('abort', onAbort)
+      failed ??= new Error('graph build finished')
+      await worker.terminate()
+      rmSync(o.tmpFile, { force: true })
+    }
   }
 
   /** Live vectors. */
