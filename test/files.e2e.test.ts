@@ -37,6 +37,9 @@ const FORMATS: Array<[string, string | Uint8Array, string, string]> = [
   ['paper.pdf', makePdf([['The zanthoric constant equals 42.5 exactly.']]), 'application/pdf', 'zanthoric'],
 ]
 
+// Every case runs on both engines: on a loaded 2-core machine (CI's three jobs at once) the file passed tap's 120 s.
+t.setTimeout(300_000)
+
 for (const engine of testableEngines(t, 'the files API')) {
   const start = async (t: Test, env: Record<string, string> = {}): Promise<Harness> => startHarness(t, { env: { ...(await engine.env(t)), ...env } })
 
