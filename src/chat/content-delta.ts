@@ -59,6 +59,15 @@ export function contentDelta(data: string): ContentDelta | undefined {
   return { text, json, finishes }
 }
 
+/**
+ * The event carries choice 0's delta (any: text, tool calls, a finish) and no key ending in `usage` or `error`: on a
+ * relay that captures nothing, it is relayed as it came. The same position-based reading as `contentDelta` (see the
+ * module comment), with the same thing not vouched for: that the rest of the event is valid JSON.
+ */
+export function choiceDeltaOnly(data: string): boolean {
+  return data.indexOf(HEAD) !== -1 && data.indexOf('usage":') === -1 && data.indexOf('error":') === -1
+}
+
 /** The index of the `"` closing the string whose text starts at `from`, or -1. */
 function closingQuote(data: string, from: number): number {
   for (let q = data.indexOf('"', from); q !== -1; q = data.indexOf('"', q + 1)) {
