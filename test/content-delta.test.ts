@@ -6,7 +6,7 @@
 import t from 'tap'
 import fc from 'fast-check'
 import './helpers/fc-seed.js'
-import { contentDelta } from '../src/chat/content-delta.js'
+import { choiceDeltaOnly, contentDelta } from '../src/chat/content-delta.js'
 
 const event = (delta: Record<string, unknown>, extra: Record<string, unknown> = {}, finish: string | null = null): string =>
   JSON.stringify({ id: 'gen-1', provider: 'OpenAI', model: 'openai/gpt-4o', object: 'chat.completion.chunk', created: 1, choices: [{ index: 0, delta, finish_reason: finish, native_finish_reason: finish, logprobs: null }], ...extra })
@@ -41,6 +41,21 @@ t.test('everything else is left to the parse', async (t) => {
   for (const data of parse) t.equal(contentDelta(data), undefined, data)
   // Words that look like keys inside the text do not confuse it, and do not stop the fast path either.
   t.equal(contentDelta(event({ content: 'the "usage": and "error": fields' }))?.text, 'the "usage": and "error": fields')
+  // The scans' anchors elsewhere in the event: a `delta` or a backslash in an earlier or later field, a key like `mirror`.
+  const earlier = event({ content: 'x\\y' }, { model: 'delta/delta-1 "q"', mirror: 'a\\b' })
+  t.same(contentDelta(earlier), { text: 'x\\y', json: JSON.stringify('x\\y'), finishes: false })
+  t.same(contentDelta(event({ content: 'plain' }, { model: 'a\\"delta":{' })), { text: 'plain', json: '"plain"', finishes: false })
+  t.equal(contentDelta(event({ content: 'x' }, { terror: 1 })), undefined, 'a key ending in error, as before')
+})
+
+t.test('choiceDeltaOnly: choice 0 carries a delta and nothing is a usage or an error', async (t) => {
+  t.ok(choiceDeltaOnly(event({ content: 'x' })))
+  t.ok(choiceDeltaOnly(event({ tool_calls: [{ index: 0, function: { arguments: '{}' } }] })))
+  t.ok(choiceDeltaOnly(event({ content: '' }, { model: 'delta', mirror: 1 }, 'stop')))
+  t.notOk(choiceDeltaOnly(event({ content: 'x' }, { usage: { prompt_tokens: 1 } })))
+  t.notOk(choiceDeltaOnly(event({ content: 'x' }, { error: { code: 502 } })))
+  t.notOk(choiceDeltaOnly(JSON.stringify({ id: 'g', choices: [], usage: { prompt_tokens: 1 } })))
+  t.notOk(choiceDeltaOnly(JSON.stringify({ id: 'g', choices: [] })))
 })
 
 /** What the relay did before: parse, and read the text and whether anything else needs acting on. */
@@ -74,10 +89,12 @@ t.test('whenever it answers, it agrees with JSON.parse (property)', async (t) =>
     usage: rarely,
     error: rarely,
     finish: fc.constantFrom(null, 'stop', 'length'),
-  }).map(({ delta, more, usage, error, finish }) => {
+    // What the scans look for, elsewhere in the event.
+    model: fc.constantFrom('openai/gpt-4o', 'delta/delta-1', 'a\\"b', 'x"delta":{', 'mirror":'),
+  }).map(({ delta, more, usage, error, finish, model }) => {
     const choices = [{ index: 0, delta, finish_reason: finish }]
     if (more) choices.push({ index: 1, delta: { content: 'second' }, finish_reason: null })
-    const body: Record<string, unknown> = { id: 'gen-1', object: 'chat.completion.chunk', choices }
+    const body: Record<string, unknown> = { id: 'gen-1', model, object: 'chat.completion.chunk', choices }
     if (usage) body.usage = { prompt_tokens: 3 }
     if (error) body.error = { code: 502, message: 'x' }
     return JSON.stringify(body)

@@ -24,7 +24,7 @@ interface Setup {
 }
 
 /** A server relaying `upstream` to one client request; the test pushes upstream bytes. */
-async function relay(t: Test, o: { includeUsage?: boolean; highWaterMark?: number; saves?: boolean; prefix?: string } = {}): Promise<Setup> {
+async function relay(t: Test, o: { includeUsage?: boolean; highWaterMark?: number; saves?: boolean; needsReply?: boolean; prefix?: string } = {}): Promise<Setup> {
   const upstream = new Readable({ read() {}, highWaterMark: o.highWaterMark ?? 16 * 1024 })
   const saved: string[] = []
   let resolveOutcome: (v: StreamOutcome) => void = () => undefined
@@ -45,6 +45,7 @@ async function relay(t: Test, o: { includeUsage?: boolean; highWaterMark?: numbe
       includeUsage: o.includeUsage ?? false,
       maxEventBytes: 1024 * 1024,
       ...(o.saves === undefined ? {} : { saves: o.saves }),
+      ...(o.needsReply === undefined ? {} : { needsReply: o.needsReply }),
       ...(o.prefix === undefined ? {} : { prefix: o.prefix }),
       onComplete: async (reply) => void saved.push(reply.content as string),
     }).then(resolveOutcome)
@@ -96,6 +97,24 @@ t.test('with nothing to save, the events that came with [DONE] leave with it, wh
   s.upstream.push(null)
   t.equal(await text(res), chunk('Hel', ',"_metadata":{"memory":null}') + chunk('lo') + chunk(' there') + DONE)
   t.same(await s.outcome, { kind: 'completed', text: 'Hello there', usage: { prompt_tokens: 9, completion_tokens: 2 } })
+})
+
+t.test('with no reply needed, events after the first output go through uncaptured; usage and errors are still found', async (t) => {
+  const TOOL = 'data: {"id":"gen-1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]}\n\n'
+  const s = await relay(t, { saves: false, needsReply: false })
+  s.upstream.push(': OPENROUTER PROCESSING\n\n' + chunk('Hel'))
+  const res = await s.response
+  s.upstream.push(chunk('lo') + TOOL + chunk('', ',"finish_reason":"stop"') + USAGE + DONE)
+  s.upstream.push(null)
+  t.equal(await text(res), ': OPENROUTER PROCESSING\n\n' + chunk('Hel', ',"_metadata":{"memory":null}') + chunk('lo') + TOOL + chunk('', ',"finish_reason":"stop"') + DONE)
+  t.same(await s.outcome, { kind: 'completed', text: 'Hel', usage: { prompt_tokens: 9, completion_tokens: 2 } }, 'the usage chunk captured, not relayed')
+
+  const failing = await relay(t, { saves: false, needsReply: false })
+  const ERROR = 'data: {"id":"gen-1","error":{"code":502,"message":"Provider disconnected"},"choices":[{"index":0,"delta":{"content":""},"finish_reason":"error"}]}\n\n'
+  failing.upstream.push(chunk('a') + chunk('b') + ERROR)
+  const body = await text(await failing.response)
+  t.ok(body.endsWith(ERROR), 'the error event relayed as it came, and the stream ends without [DONE]')
+  t.match(await failing.outcome, { kind: 'failed', error: undefined })
 })
 
 t.test('the usage chunk is forwarded when the client asked for it', async (t) => {

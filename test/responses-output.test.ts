@@ -297,6 +297,20 @@ t.test('ResponseJson renders the text JSON.stringify makes of the Response objec
   t.equal(odd.render(s), JSON.stringify(responseObject({ id: 'r', createdAt: 1, model: 'm', echo: { user: undefined }, previousResponseId: null, conversationId: null, ...s })))
 })
 
+t.test('ResponseJson: responses of one shape (the same echo) each render their own id, time, model and ids', async (t) => {
+  const echo = parseResponsesRequest({ model: 'a/b', input: 'hi', store: false }, { maxInputItems: 10 }, { newId: counter() }).echo
+  const s: ResponseState = { status: 'completed', output: [], usage: mapUsage({ prompt_tokens: 1 }), error: null, incompleteDetails: null, completedAt: 3 }
+  const turns = [
+    { id: 'resp_a', createdAt: 1, model: 'a/b', echo, previousResponseId: null, conversationId: null },
+    { id: 'resp_b', createdAt: 2, model: 'c/"d"', echo: { ...echo }, previousResponseId: 'resp_a', conversationId: null },
+    { id: 'resp_c', createdAt: 2, model: 'c/d', echo: { ...echo }, previousResponseId: null, conversationId: 'conv_1' },
+    { id: 'resp_d', createdAt: 4, model: 'c/d', echo: { ...echo }, previousResponseId: null, conversationId: null },
+  ]
+  for (const fixed of turns) {
+    t.equal(new ResponseJson(fixed, { _metadata: '{"m":1}' }).render(s), JSON.stringify({ ...responseObject({ ...fixed, ...s }), _metadata: { m: 1 } }), fixed.id)
+  }
+})
+
 t.test('withJsonFields appends fields already in JSON to the text of an object', async (t) => {
   t.equal(withJsonFields('{"a":1}', { b: '[2]', 'c"d': 'null' }), '{"a":1,"b":[2],"c\\"d":null}')
   t.equal(withJsonFields('{}', { b: '2' }), '{"b":2}')

@@ -102,6 +102,7 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
         includeUsage: req.includeUsage,
         maxEventBytes: o.limits.maxEventBytes,
         saves: shouldSave,
+        needsReply: shouldSave,
         onFirstToken: () => {
           ctx.facts.ttftMs = o.clock() - sentAt
         },

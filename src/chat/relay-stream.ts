@@ -20,7 +20,7 @@ import { ChunkReader } from '../upstream/chunk-reader.js'
 import { transportError, upstreamHttpError } from '../upstream/errors.js'
 import { SseEventTooLargeError, SseParser } from '../upstream/sse-parser.js'
 import { ReplyAssembler } from '../messages/reply.js'
-import { contentDelta, type ContentDelta } from './content-delta.js'
+import { choiceDeltaOnly, contentDelta, type ContentDelta } from './content-delta.js'
 import type { Bytes, ChatMessage, StreamFailureReason } from '../types.js'
 
 export interface Usage {
@@ -88,6 +88,12 @@ export interface RelayOptions {
    * written together with it instead of on their own first.
    */
   saves?: boolean
+  /**
+   * Whether `onComplete` reads the reply (default true). When it does not (a chat that saves nothing), events after the
+   * first output are relayed without capturing it: only the usage chunk and an error event are still told apart, and
+   * the reply (and the outcome's `text`) hold the first output only.
+   */
+  needsReply?: boolean
   /** Runs after the upstream finished normally and before `[DONE]` is written. */
   onComplete: (reply: ChatMessage, usage: Usage | undefined) => Promise<void>
   /** First model output seen: text, a tool call, a refusal or reasoning (time to first token). */
@@ -162,6 +168,8 @@ async function relay(o: RelayOptions, timers: RelayTimers): Promise<StreamOutcom
   let out = o.prefix ?? ''
   let wrote = false
   const format = o.format
+  /** Relayed as they came once the first output is seen, uncaptured (see `needsReply`). */
+  const relayOnly = format === undefined && o.needsReply === false
   /** Writes what is ready now, without waiting for `drain` (the next flush waits if this one filled the buffer). */
   const writeNow = (): void => {
     wrote = true
@@ -188,6 +196,13 @@ async function relay(o: RelayOptions, timers: RelayTimers): Promise<StreamOutcom
       if (done) return
       if (e.data === '[DONE]') {
         done = true
+        return
+      }
+      // With nobody to read the reply, an event after the first output needs no capture: a scan tells the usage chunk
+      // and an error apart from everything relayed as it came. Measured: see docs/benchmarks.md, "Relay and Responses
+      // CPU, 2026-11-27".
+      if (relayOnly && reply.pieces > 0 && choiceDeltaOnly(e.data)) {
+        out += `data: ${e.data}\n\n`
         return
       }
       // Most events are one piece of text: captured without a parse (content-delta.ts), relayed as they came. The

@@ -27,9 +27,7 @@ import {
   completionToOutput,
   mapUsage,
   ResponseJson,
-  responseObject,
   statusFromFinish,
-  withJsonFields,
   type ResponseObjectInput,
   type ResponseState,
   type ResponseUsage,
@@ -177,8 +175,9 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
     const done = { status, output, usage: mapUsage(usage), incompleteDetails, completedAt: o.now() }
     await persist(o, turn, replyFromCompletion(completion), done)
     if (ctx.clientGone.aborted) throw gatewayError('client_closed_request')
-    const response = JSON.stringify(responseObject({ ...fixedFields(turn), ...done, error: null, completedAt: unixSeconds(done.completedAt) }))
-    sendJsonText(ctx.res, 200, withJsonFields(response, { _metadata: turn.metadataJson }))
+    // The same text as JSON.stringify of the object with `_metadata` last, from the shape cached per echo (output.ts).
+    const response = new ResponseJson(fixedFields(turn), { _metadata: turn.metadataJson })
+    sendJsonText(ctx.res, 200, response.render({ ...done, error: null, completedAt: unixSeconds(done.completedAt) }))
   }
 }
 

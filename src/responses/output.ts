@@ -107,12 +107,16 @@ export function responseObject(o: ResponseObjectInput): Record<string, unknown> 
 /** The Response object's fields that change as it progresses; the rest are fixed when the request is parsed. */
 export type ResponseState = Pick<ResponseObjectInput, 'status' | 'output' | 'usage' | 'error' | 'incompleteDetails' | 'completedAt'>
 
+/** Fields that change from one response to the next though their request's echo is the same: the cached text's gaps. */
+type Slot = keyof ResponseState | 'id' | 'createdAt' | 'model' | 'previousResponseId' | 'conversationId'
+
 /** In the order responseObject writes them (ResponseJson finds them in this order). */
-const STATE_FIELDS: ReadonlyArray<keyof ResponseState> = ['status', 'error', 'incompleteDetails', 'output', 'usage', 'completedAt']
+const SLOT_FIELDS: readonly Slot[] = ['id', 'createdAt', 'status', 'error', 'incompleteDetails', 'model', 'output', 'previousResponseId', 'usage', 'conversationId', 'completedAt']
+const STATE_FIELDS: ReadonlySet<Slot> = new Set<Slot>(['status', 'error', 'incompleteDetails', 'output', 'usage', 'completedAt'])
 
 /** Stands for a changing field in the probe (ResponseJson): a random nonce per process, so no value holds it by chance. */
 const SLOT_MARK = `\u0000recallgate-slot-${randomBytes(12).toString('base64url')}-`
-const MARKS = STATE_FIELDS.map((_, i) => JSON.stringify(`${SLOT_MARK}${i}`))
+const MARKS = SLOT_FIELDS.map((_, i) => JSON.stringify(`${SLOT_MARK}${i}`))
 
 /** `json`, the text of an object, with more fields appended, each value already JSON (`_metadata`). */
 export function withJsonFields(json: string, extra: Readonly<Record<string, string>>): string {
@@ -122,31 +126,89 @@ export function withJsonFields(json: string, extra: Readonly<Record<string, stri
   return json === '{}' ? `{${tail.slice(1)}}` : `${json.slice(0, -1)}${tail}}`
 }
 
+/** A Response object's text cut at its slots: `texts[i]`, slot `slots[i]`, …, the last text. */
+interface Shape {
+  texts: readonly string[]
+  slots: readonly Slot[]
+}
+
 /**
- * One response's JSON text for a stream, which sends it three times (created, in_progress, the terminal event) while
- * 25 of its 31 fields never change: serialized once, with a marker in place of each changing field, and cut at the
- * markers; `render(s)` joins the pieces with those fields' JSON. So the text is exactly
+ * Shapes by the request's echo (and whether the response has a conversation): requests of one client mostly share
+ * one. Bounded: emptied when full (a client varying its echo on every request only misses, as if there were no cache).
+ */
+const shapes = new Map<string, Shape>()
+const MAX_SHAPES = 256
+
+/** The key of a shape, or undefined for an echo whose text JSON.stringify of it does not settle (a value with no JSON). */
+function shapeKey(echo: Readonly<Record<string, unknown>>, conversation: boolean): string | undefined {
+  for (const k in echo) {
+    const v = echo[k]
+    // Left out of both the key and the response's text, where a missing field would show its default instead.
+    if (v === undefined || typeof v === 'function' || typeof v === 'symbol') return undefined
+  }
+  return `${conversation ? 'c' : '-'}${JSON.stringify(echo)}`
+}
+
+/** The probe: the Response object serialized with a marker in each slot, cut at the markers. */
+function shapeOf(fixed: Omit<ResponseObjectInput, keyof ResponseState>): Shape {
+  const marked: Record<string, string> = {}
+  for (const [i, field] of SLOT_FIELDS.entries()) marked[field] = `${SLOT_MARK}${i}`
+  const text = JSON.stringify(responseObject({ ...(marked as unknown as ResponseObjectInput), echo: fixed.echo, conversationId: fixed.conversationId === null ? null : marked.conversationId as string }))
+  const texts: string[] = []
+  const slots: Slot[] = []
+  let from = 0
+  for (const [i, field] of SLOT_FIELDS.entries()) {
+    const mark = MARKS[i] as string
+    const at = text.indexOf(mark, from)
+    // No conversation: `"conversation":null`, no slot.
+    if (at === -1 && field === 'conversationId') continue
+    if (at === -1) throw new Error(`ResponseJson: no ${field} after the fields before it in the Response object`)
+    texts.push(text.slice(from, at))
+    slots.push(field)
+    from = at + mark.length
+  }
+  texts.push(text.slice(from))
+  return { texts, slots }
+}
+
+/**
+ * One response's JSON text, whose 25 of 31 fields never change while it runs (a stream sends it three times: created,
+ * in_progress, the terminal event) and mostly repeat from one request to the next: the text is cut at the changing
+ * fields once per shape (the request's echo, cached), the turn's own fields (id, model, …) are filled in once here,
+ * and `render(s)` joins the pieces with the state's JSON. So the text is exactly
  * `JSON.stringify({...responseObject({...fixed, ...s}), ...extra})` (a test holds them equal), in responseObject's
- * field order, without building and serializing the whole object three times.
+ * field order, without building and serializing the whole object each time. Measured: see docs/benchmarks.md,
+ * "Relay and Responses CPU, 2026-11-27".
  */
 export class ResponseJson {
   readonly #texts: string[] = []
   readonly #slots: Array<keyof ResponseState> = []
 
   constructor(fixed: Omit<ResponseObjectInput, keyof ResponseState>, extra: Readonly<Record<string, string>> = {}) {
-    const marked: Record<string, string> = {}
-    for (const [i, field] of STATE_FIELDS.entries()) marked[field] = `${SLOT_MARK}${i}`
-    const text = withJsonFields(JSON.stringify(responseObject({ ...fixed, ...(marked as unknown as ResponseState) })), extra)
-    let from = 0
-    for (const [i, field] of STATE_FIELDS.entries()) {
-      const mark = MARKS[i] as string
-      const at = text.indexOf(mark, from)
-      if (at === -1) throw new Error(`ResponseJson: no ${field} after the fields before it in the Response object`)
-      this.#texts.push(text.slice(from, at))
-      this.#slots.push(field)
-      from = at + mark.length
+    const key = shapeKey(fixed.echo, fixed.conversationId !== null)
+    let shape = key === undefined ? undefined : shapes.get(key)
+    if (shape === undefined) {
+      shape = shapeOf(fixed)
+      if (key !== undefined) {
+        if (shapes.size >= MAX_SHAPES) shapes.clear()
+        shapes.set(key, shape)
+      }
     }
-    this.#texts.push(text.slice(from))
+    // The turn's fields go into the text now; only the state's stay gaps.
+    const own = fixed as unknown as Record<string, unknown>
+    let text = shape.texts[0] as string
+    for (let i = 0; i < shape.slots.length; i++) {
+      const slot = shape.slots[i] as Slot
+      if (STATE_FIELDS.has(slot)) {
+        this.#texts.push(text)
+        this.#slots.push(slot as keyof ResponseState)
+        text = ''
+      } else text += JSON.stringify(own[slot] ?? null)
+      text += shape.texts[i + 1] as string
+    }
+    let tail = ''
+    for (const [k, value] of Object.entries(extra)) tail += `,${JSON.stringify(k)}:${value}`
+    this.#texts.push(tail === '' ? text : `${text.slice(0, -1)}${tail}}`)
   }
 
   render(s: ResponseState): string {
