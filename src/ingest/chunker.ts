@@ -11,7 +11,7 @@
 import { gatewayError } from '../errors.js'
 import type { Tokens } from '../types.js'
 import type { Block } from './text-builder.js'
-import { countO200k } from '../context/token-count.js'
+import { countO200k, countO200kIngest } from '../context/token-count.js'
 
 export interface Chunk {
   /** 0-based position in the file. */
@@ -31,7 +31,7 @@ export interface ChunkOptions {
   overlapTokens: Tokens
   /** More chunks than this → 413 `payload_too_large`. */
   maxChunks: number
-  /** Token counter; o200k by default. */
+  /** Token counter; exact o200k by default (`countO200kIngest`). */
   countTokens?: (text: string) => Tokens
   /** A paragraph break ends a chunk filled to at least this share of `chunkTokens`. Default 0.5. */
   minFill?: number
@@ -62,7 +62,7 @@ interface Unit {
 const BOUNDARY = /[.!?。！？][)"'”’\]]*(?=\s)|\n/g
 
 export function chunkText(doc: { text: string; blocks: readonly Block[] }, opts: ChunkOptions): Chunk[] {
-  const count = opts.countTokens ?? countO200k
+  const count = opts.countTokens ?? countO200kIngest
   const { chunkTokens, overlapTokens } = opts
   if (!(chunkTokens >= 1) || !(overlapTokens >= 0) || overlapTokens >= chunkTokens)
     throw new RangeError(`chunkText: need 0 ≤ overlapTokens (${overlapTokens}) < chunkTokens (${chunkTokens})`)

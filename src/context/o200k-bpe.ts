@@ -1,0 +1,162 @@
+/**
+ * o200k token counts by our own byte-pair merge over gpt-tokenizer's pre-tokenizer and rank table: the same count as
+ * the library's `countTokens`, without its merge cache.
+ *
+ * Why: gpt-tokenizer remembers every pre-token it merged in a 100,000-entry `Map` used as an LRU (delete the first
+ * key, append the new one). Once that map is full, each miss pays `keys().next()` over the deleted entries at the
+ * map's front, tens of µs. Text whose pre-tokens rarely repeat (base64, hex, ids) misses on nearly every one: 1 MB of
+ * base64 in 200-character lines took 1.3 s to count in a fresh process and 7–9 s once the cache had filled, against
+ * 0.8 s with the cache off (2026-11-27, dist/tmp micro-benchmark). In the long-lived prepare thread it is always full.
+ *
+ * Here each pre-token's count is remembered in a bounded `RangeCache` (emptied whole when full: no per-entry
+ * eviction), and a miss is merged on the UTF-8 bytes held as a Latin-1 string, with ranks from a map keyed the same
+ * way (ASCII text, most of it, needs no conversion at all).
+ */
+import bpeRanks from 'gpt-tokenizer/bpeRanks/o200k_base'
+import { O200K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/encodingParams/constants'
+import { tryConvertToString } from 'gpt-tokenizer/utfUtil'
+import type { Tokens } from '../types.js'
+import { hashText, RangeCache } from './range-cache.js'
+
+/** Never a rank: marks a pair that cannot merge. */
+const NONE = 0x7fffffff
+
+/**
+ * Byte sequence (as Latin-1 text) → rank, for every mergeable token, looked up by a range of a string so a lookup
+ * allocates nothing (with `Map.get(bytes.slice(…))` the lookups were 40 % of a merge). Open addressing, at most half
+ * full. The library looks a byte sequence up as text when it is valid UTF-8 and among its byte-array entries
+ * otherwise, so a byte-array entry that is valid UTF-8 can never be found there: left out here too.
+ */
+class RankTable {
+  readonly #keys: string[] = []
+  readonly #ranks: number[] = []
+  readonly #hashes: number[] = []
+  readonly #slots: Int32Array
+  readonly #mask: number
+
+  constructor(entries: ReadonlyArray<string | readonly number[]>) {
+    entries.forEach((value, rank) => {
+      let key: string | undefined
+      if (typeof value === 'string') key = latin1OfUtf8(value)
+      else if (tryConvertToString(new Uint8Array(value)) === undefined) key = String.fromCharCode(...value)
+      if (key === undefined) return
+      this.#keys.push(key)
+      this.#ranks.push(rank)
+      this.#hashes.push(hashText(key) | 0)
+    })
+    let size = 2
+    while (size < this.#keys.length * 2) size *= 2
+    this.#slots = new Int32Array(size)
+    this.#mask = size - 1
+    for (let k = 0; k < this.#keys.length; k++) {
+      let slot = (this.#hashes[k] as number) & this.#mask
+      while (this.#slots[slot] !== 0) slot = (slot + 1) & this.#mask
+      this.#slots[slot] = k + 1
+    }
+  }
+
+  /** The rank of text[start, end), or NONE. */
+  rank(text: string, start: number, end: number): number {
+    const h = hashText(text, start, end) | 0
+    let slot = h & this.#mask
+    for (;;) {
+      const e = this.#slots[slot] as number
+      if (e === 0) return NONE
+      const k = e - 1
+      if (this.#hashes[k] === h && sameRange(this.#keys[k] as string, text, start, end)) return this.#ranks[k] as number
+      slot = (slot + 1) & this.#mask
+    }
+  }
+}
+
+function sameRange(key: string, text: string, start: number, end: number): boolean {
+  if (key.length !== end - start) return false
+  for (let i = 0; i < key.length; i++) if (key.charCodeAt(i) !== text.charCodeAt(start + i)) return false
+  return true
+}
+
+let table: RankTable | undefined
+/** Built on first use: ≈ 200k entries, like the library's own table. */
+const rankTable = (): RankTable => (table ??= new RankTable(bpeRanks))
+
+/** The UTF-8 bytes of `s`, one character per byte (ASCII text is returned as it is). */
+function latin1OfUtf8(s: string): string {
+  for (let i = 0; i < s.length; i++) if (s.charCodeAt(i) > 0x7f) return Buffer.from(s, 'utf8').toString('latin1')
+  return s
+}
+
+// Scratch arrays for the merge, grown as needed: part boundaries and the rank of each part with the next one.
+let starts = new Int32Array(64)
+let pairRanks = new Int32Array(64)
+
+/** Tokens of one pre-token: the library's `bytePairMerge` (lowest rank first, leftmost on ties), counting the parts. */
+function mergeCount(preToken: string): Tokens {
+  const t = rankTable()
+  const bytes = latin1OfUtf8(preToken)
+  const n = bytes.length
+  if (n <= 1 || t.rank(bytes, 0, n) !== NONE) return n === 0 ? 0 : 1
+  if (starts.length < n + 1) {
+    starts = new Int32Array(n + 1)
+    pairRanks = new Int32Array(n + 1)
+  }
+  const b = starts
+  const r = pairRanks
+  for (let i = 0; i <= n; i++) b[i] = i
+  for (let i = 0; i < n - 1; i++) r[i] = t.rank(bytes, i, i + 2)
+  r[n - 1] = NONE
+  // `parts` parts: b[0..parts] are their boundaries, r[i] the rank of parts i and i + 1 merged.
+  let parts = n
+  while (parts > 1) {
+    let best = NONE
+    let at = -1
+    for (let i = 0; i < parts - 1; i++) {
+      const x = r[i] as number
+      if (x < best) {
+        best = x
+        at = i
+      }
+    }
+    if (at === -1) break
+    // Merge parts `at` and `at + 1`: drop boundary at + 1.
+    b.copyWithin(at + 1, at + 2, parts + 1)
+    r.copyWithin(at + 1, at + 2, parts)
+    parts--
+    r[at] = at + 1 < parts ? t.rank(bytes, b[at] as number, b[at + 2] as number) : NONE
+    if (at > 0) r[at - 1] = t.rank(bytes, b[at - 1] as number, b[at + 1] as number)
+  }
+  return parts
+}
+
+export interface BpeCounterOptions {
+  /** Pre-tokens of up to `shortLength` characters remembered; this cache is emptied when full. */
+  shortEntries: number
+  shortLength: number
+  /**
+   * Longer pre-tokens (a run of CJK, of quotes) up to `longLength` remembered apart, fewer of them: their merge is
+   * quadratic in their length, and the chunker counts the same stretch more than once. Longer ones are merged each time.
+   */
+  longEntries: number
+  longLength: number
+}
+
+/** A counter equal to gpt-tokenizer's o200k `countTokens` with no special tokens (their text is counted as text). */
+export function bpeCounter(opts: BpeCounterOptions): (text: string) => Tokens {
+  const short = new RangeCache({ maxEntries: opts.shortEntries, compute: mergeCount })
+  const long = new RangeCache({ maxEntries: opts.longEntries, compute: mergeCount })
+  const { shortLength, longLength } = opts
+  // Its own copy: `lastIndex` is state, and the library's instance is the library's.
+  const split = new RegExp(O200K_TOKEN_SPLIT_REGEX.source, O200K_TOKEN_SPLIT_REGEX.flags)
+  return (text) => {
+    let total = 0
+    split.lastIndex = 0
+    for (let m = split.exec(text); m !== null; m = split.exec(text)) {
+      const length = m[0].length
+      // One ASCII character is one token (every byte is one); that is half of base64's pre-tokens.
+      if (length === 1 && m[0].charCodeAt(0) < 0x80) total++
+      else if (length <= shortLength) total += short.get(text, m.index, m.index + length)
+      else if (length <= longLength) total += long.get(text, m.index, m.index + length)
+      else total += mergeCount(m[0])
+    }
+    return total
+  }
+}
