@@ -16,6 +16,7 @@ import bpeRanks from 'gpt-tokenizer/bpeRanks/o200k_base'
 import { O200K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/encodingParams/constants'
 import { tryConvertToString } from 'gpt-tokenizer/utfUtil'
 import type { Tokens } from '../types.js'
+import { asciiPieceEnd, isAscii } from './o200k-ascii-split.js'
 import { hashText, RangeCache } from './range-cache.js'
 
 /** Never a rank: marks a pair that cannot merge. */
@@ -117,9 +118,9 @@ function mergeCount(preToken: string): Tokens {
       }
     }
     if (at === -1) break
-    // Merge parts `at` and `at + 1`: drop boundary at + 1.
-    b.copyWithin(at + 1, at + 2, parts + 1)
-    r.copyWithin(at + 1, at + 2, parts)
+    // Merge parts `at` and `at + 1`: drop boundary at + 1. Loops, not `copyWithin`: most pre-tokens are a few bytes.
+    for (let i = at + 1; i < parts; i++) b[i] = b[i + 1] as number
+    for (let i = at + 1; i < parts - 1; i++) r[i] = r[i + 1] as number
     parts--
     r[at] = at + 1 < parts ? t.rank(bytes, b[at] as number, b[at + 2] as number) : NONE
     if (at > 0) r[at - 1] = t.rank(bytes, b[at - 1] as number, b[at + 1] as number)
@@ -139,6 +140,27 @@ export interface BpeCounterOptions {
   longLength: number
 }
 
+/**
+ * Counts of ASCII pre-tokens of two and three characters (two fifths of base64's), indexed by their character codes
+ * instead of hashed: 0 not known yet, else the count (1–3). 2 MB, filled as they come, never emptied (bounded by size).
+ */
+const ascii2 = new Uint8Array(128 * 128)
+const ascii3 = new Uint8Array(128 * 128 * 128)
+
+function shortAscii(text: string, at: number, length: number): Tokens {
+  const c0 = text.charCodeAt(at)
+  const c1 = text.charCodeAt(at + 1)
+  if (length === 2) {
+    if ((c0 | c1) > 0x7f) return 0
+    const k = (c0 << 7) | c1
+    return ascii2[k] || (ascii2[k] = mergeCount(text.slice(at, at + 2)))
+  }
+  const c2 = text.charCodeAt(at + 2)
+  if ((c0 | c1 | c2) > 0x7f) return 0
+  const k = (c0 << 14) | (c1 << 7) | c2
+  return ascii3[k] || (ascii3[k] = mergeCount(text.slice(at, at + 3)))
+}
+
 /** A counter equal to gpt-tokenizer's o200k `countTokens` with no special tokens (their text is counted as text). */
 export function bpeCounter(opts: BpeCounterOptions): (text: string) => Tokens {
   const short = new RangeCache({ maxEntries: opts.shortEntries, compute: mergeCount })
@@ -146,17 +168,31 @@ export function bpeCounter(opts: BpeCounterOptions): (text: string) => Tokens {
   const { shortLength, longLength } = opts
   // Its own copy: `lastIndex` is state, and the library's instance is the library's.
   const split = new RegExp(O200K_TOKEN_SPLIT_REGEX.source, O200K_TOKEN_SPLIT_REGEX.flags)
+  /** Tokens of the pre-token text[s, e). */
+  const piece = (text: string, s: number, e: number): Tokens => {
+    const length = e - s
+    // One ASCII character is one token (every byte is one); that is half of base64's pre-tokens.
+    if (length === 1 && text.charCodeAt(s) < 0x80) return 1
+    if (length === 2 || length === 3) {
+      const n = shortAscii(text, s, length)
+      if (n !== 0) return n
+    }
+    if (length <= shortLength) return short.get(text, s, e)
+    if (length <= longLength) return long.get(text, s, e)
+    return mergeCount(text.slice(s, e))
+  }
   return (text) => {
     let total = 0
-    split.lastIndex = 0
-    for (let m = split.exec(text); m !== null; m = split.exec(text)) {
-      const length = m[0].length
-      // One ASCII character is one token (every byte is one); that is half of base64's pre-tokens.
-      if (length === 1 && m[0].charCodeAt(0) < 0x80) total++
-      else if (length <= shortLength) total += short.get(text, m.index, m.index + length)
-      else if (length <= longLength) total += long.get(text, m.index, m.index + length)
-      else total += mergeCount(m[0])
+    if (isAscii(text)) {
+      for (let i = 0; i < text.length; ) {
+        const e = asciiPieceEnd(text, i)
+        total += piece(text, i, e)
+        i = e
+      }
+      return total
     }
+    split.lastIndex = 0
+    for (let m = split.exec(text); m !== null; m = split.exec(text)) total += piece(text, m.index, m.index + m[0].length)
     return total
   }
 }
