@@ -34,6 +34,8 @@ class RankTable {
   readonly #hashes: number[] = []
   readonly #slots: Int32Array
   readonly #mask: number
+  /** Ranks of the two-byte tokens by their bytes (byte 1 × 256 + byte 2), NONE for the rest: no hashing for pairs. */
+  readonly #pairs = new Int32Array(65536).fill(NONE)
 
   constructor(entries: ReadonlyArray<string | readonly number[]>) {
     entries.forEach((value, rank) => {
@@ -54,6 +56,14 @@ class RankTable {
       while (this.#slots[slot] !== 0) slot = (slot + 1) & this.#mask
       this.#slots[slot] = k + 1
     }
+    this.#keys.forEach((key, k) => {
+      if (key.length === 2) this.#pairs[(key.charCodeAt(0) << 8) | key.charCodeAt(1)] = this.#ranks[k] as number
+    })
+  }
+
+  /** The rank of the two bytes at text[i, i + 2), or NONE. */
+  pair(text: string, i: number): number {
+    return this.#pairs[(text.charCodeAt(i) << 8) | text.charCodeAt(i + 1)] as number
   }
 
   /** The rank of text[start, end), or NONE. */
@@ -103,7 +113,7 @@ function mergeCount(preToken: string): Tokens {
   const b = starts
   const r = pairRanks
   for (let i = 0; i <= n; i++) b[i] = i
-  for (let i = 0; i < n - 1; i++) r[i] = t.rank(bytes, i, i + 2)
+  for (let i = 0; i < n - 1; i++) r[i] = t.pair(bytes, i)
   r[n - 1] = NONE
   // `parts` parts: b[0..parts] are their boundaries, r[i] the rank of parts i and i + 1 merged.
   let parts = n

@@ -85,7 +85,8 @@ export function chunkText(doc: { text: string; blocks: readonly Block[] }, opts:
     // about once, not once per unit plus once per chunk and per overlap (tokenizing was 38% of ingestion CPU before).
     // Equal to counting the chunk's text (checked on every SQuAD chunk and in the tests).
     let tokens: Tokens
-    if (units.length === 1 || units.some((u, i) => i > 0 && u.cut)) tokens = count(body)
+    if (units.some((u, i) => i > 0 && u.cut)) tokens = count(body)
+    else if (units.length === 1) tokens = first.lead === first.start ? withoutTail(first) : count(body)
     else {
       tokens = withoutLead(first) + withoutTail(last)
       for (let i = 1; i < units.length - 1; i++) tokens += (units[i] as Unit).tokens
@@ -103,6 +104,9 @@ export function chunkText(doc: { text: string; blocks: readonly Block[] }, opts:
   /** The unit's count (with its spaces before) without the line breaks after it: only its last word differs. */
   const withoutTail = (u: Unit): Tokens => {
     if (u.tail === u.end) return u.tokens
+    // A letter or digit before white space ends its pre-token there whatever follows, so the white space's tokens are
+    // its own: one line break to count instead of the whole unit again (a line of base64 has no space to cut at).
+    if (isAsciiAlnum(text.charCodeAt(u.end - 1)) && isSpace(text.charCodeAt(u.end))) return u.tokens - count(text.slice(u.end, u.tail))
     const q = spaceBefore(text, u.end - 1, u.start)
     if (q === -1) return count(text.slice(u.lead, u.end))
     return u.tokens - count(text.slice(q, u.tail)) + count(text.slice(q, u.end))
@@ -280,6 +284,10 @@ function spaceAfter(text: string, from: number, to: number): number {
 function spaceBefore(text: string, from: number, after: number): number {
   for (let i = from; i > after; i--) if (text.charCodeAt(i) === 32) return i
   return -1
+}
+
+function isAsciiAlnum(c: number): boolean {
+  return (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122)
 }
 
 function isSpace(c: number): boolean {
