@@ -133,3 +133,21 @@ t.test('base64 and prose: the same chunks as with the library counting, each wit
     t.ok(ours.every((c) => c.tokens === countO200kUncached(c.text) && c.tokens <= 192), `${shape.name}: exact counts, ≤ 192`)
   }
 })
+
+t.test('property: base64 on one line (every unit cut mid-word): each chunk’s count is the library’s', async (t) => {
+  const B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'
+  await fc.assert(
+    fc.property(fc.string({ unit: fc.constantFrom(...B64, ...B64, '\n', ' '), minLength: 200, maxLength: 6000 }), fc.integer({ min: 16, max: 200 }), (text, size) => {
+      const chunks = chunkText({ text, blocks: paragraphs(text) }, { chunkTokens: size, overlapTokens: Math.floor(size / 3), maxChunks: 100_000 })
+      return chunks.every((c) => c.tokens === countO200kUncached(c.text) && c.text === text.slice(c.start, c.end))
+    }),
+    { numRuns: 200 },
+  )
+  t.pass('200 random texts')
+})
+
+t.test('a line starting with "/" after a line ending in a symbol: one o200k pre-token spans the break, the count stays exact', async (t) => {
+  const text = `${'A'.repeat(121)}/\n/Ak${'A'.repeat(80)}`
+  const chunks = chunkText({ text, blocks: paragraphs(text) }, { chunkTokens: 16, overlapTokens: 5, maxChunks: 1000 })
+  for (const c of chunks) t.equal(c.tokens, countO200kUncached(c.text), JSON.stringify(c.text.slice(0, 30)))
+})

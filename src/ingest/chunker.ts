@@ -12,6 +12,7 @@ import { gatewayError } from '../errors.js'
 import type { Tokens } from '../types.js'
 import type { Block } from './text-builder.js'
 import { countO200k, countO200kIngest } from '../context/token-count.js'
+import { countAcrossCuts } from './cut-count.js'
 
 export interface Chunk {
   /** 0-based position in the file. */
@@ -85,13 +86,21 @@ export function chunkText(doc: { text: string; blocks: readonly Block[] }, opts:
     // about once, not once per unit plus once per chunk and per overlap (tokenizing was 38% of ingestion CPU before).
     // Equal to counting the chunk's text (checked on every SQuAD chunk and in the tests).
     let tokens: Tokens
-    if (units.some((u, i) => i > 0 && u.cut)) tokens = count(body)
+    if (units.some((u, i) => i > 0 && u.cut)) tokens = acrossCuts(units) ?? count(body)
     else if (units.length === 1) tokens = first.lead === first.start ? withoutTail(first) : count(body)
     else {
       tokens = withoutLead(first) + withoutTail(last)
       for (let i = 1; i < units.length - 1; i++) tokens += (units[i] as Unit).tokens
     }
     chunks.push({ index: chunks.length, text: body, tokens, start: first.start, end: last.end, headingPath: [...last.path] })
+  }
+
+  /** A chunk of units cut from one unbroken run (cut-count.ts), when it is nothing else: no white space at its ends. */
+  const acrossCuts = (units: readonly Unit[]): Tokens | undefined => {
+    const first = units[0] as Unit
+    const last = units[units.length - 1] as Unit
+    if (first.lead !== first.start || last.tail !== last.end || units.some((u, i) => i > 0 && !u.cut)) return undefined
+    return countAcrossCuts(text, units, count)
   }
 
   /** The unit's count without the spaces before it: only its first word tokenizes differently. */
@@ -163,7 +172,10 @@ function collectUnits(
   let pending: Unit | undefined
   const unit = (start: number, end: number, para: number, heading: boolean, path: string[]): void => {
     const prev = pending
-    const cut = prev !== undefined && prev.end === start && !isSpace(text.charCodeAt(start - 1))
+    // A line that starts with '/' right after a line break: o200k's symbol pre-token (" ?[^\s\p{L}\p{N}]+[\r\n/]*")
+    // runs on over the break into it ("/\n/" is one), so that boundary is no pre-token boundary either.
+    const slashAfterBreak = text.charCodeAt(start) === 47 && (text.charCodeAt(start - 1) === 10 || text.charCodeAt(start - 1) === 13)
+    const cut = prev !== undefined && ((prev.end === start && !isSpace(text.charCodeAt(start - 1))) || slashAfterBreak)
     const u: Unit = { start, end, lead: start, tail: end, tokens: 0, cut, para, heading, path }
     if (prev !== undefined) {
       let nl = start - 1
