@@ -11,6 +11,8 @@
  * (each ask 5 ms after the last answer) and keeps the longest answer per upload. Baseline in the same run: the same
  * `/healthz` loop for 2 s with no upload, before every round (the machine's own noise: on a shared host a descheduled
  * process answers late whatever it does). Wall figures need a free core for the gateway's worker thread: run it alone.
+ * CPU per MB: the gateway process's CPU time (all its threads: `process.cpuUsage` in the child) over the same window,
+ * per MB of text; steadier than MB/s on a shared machine. The graph insertions that run after the response are not in it.
  *
  *   node dist/bench/ingest-rate.js [--rounds 3] [--prose-mb 5] [--shape-mb 1] [--only prose,base64-lines] [--profile]
  *
@@ -59,7 +61,8 @@ async function main(): Promise<void> {
   const api = new Pool(stack.origins.gateway, { connections: 1 })
   const health = new Pool(stack.origins.gateway, { connections: 1 })
   const texts = new Map<string, string>(shapes.map((s) => [s.name, s.make(s === PROSE ? proseBytes : shapeBytes)]))
-  const results = new Map<string, { mbps: number[]; healthMax: number[]; deleteMax: number[] }>(shapes.map((s) => [s.name, { mbps: [], healthMax: [], deleteMax: [] }]))
+  type Figures = { mbps: number[]; cpuPerMb: number[]; healthMax: number[]; deleteMax: number[] }
+  const results = new Map<string, Figures>(shapes.map((s) => [s.name, { mbps: [], cpuPerMb: [], healthMax: [], deleteMax: [] }]))
   const idleMax: number[] = []
   const upload = async (shape: Shape, text: string): Promise<string> => {
     const res = await api.request({
@@ -95,13 +98,17 @@ async function main(): Promise<void> {
       const order = shapes.map((_, i) => shapes[(i + r) % shapes.length] as Shape)
       for (const shape of order) {
         const text = texts.get(shape.name) as string
+        const cpu0 = (await stack.gateway.stats()).cpuUs
         const t0 = performance.now()
         const uploaded = upload(shape, text)
         const [times, id] = await Promise.all([probe(health, uploaded), uploaded])
         const seconds = (performance.now() - t0) / 1000
+        const cpuSeconds = ((await stack.gateway.stats()).cpuUs - cpu0) / 1e6
         const deleteMax = await remove(id)
-        const entry = results.get(shape.name) as { mbps: number[]; healthMax: number[]; deleteMax: number[] }
-        entry.mbps.push(Buffer.byteLength(text) / MB / seconds)
+        const entry = results.get(shape.name) as Figures
+        const mb = Buffer.byteLength(text) / MB
+        entry.mbps.push(mb / seconds)
+        entry.cpuPerMb.push(cpuSeconds / mb)
         entry.healthMax.push(Math.max(...times))
         entry.deleteMax.push(deleteMax)
       }
@@ -109,14 +116,14 @@ async function main(): Promise<void> {
     }
     await stack.profileStop('uploads')
     console.log('')
-    console.log('| upload | MB/s (median; rounds) | longest /healthz answer during it (max over rounds) | during its delete |')
-    console.log('|---|---|---|---|')
-    console.log(`| none (baseline, 2 s) | - | ${Math.max(...idleMax).toFixed(1)} ms | - |`)
+    console.log('| upload | MB/s (median; rounds) | gateway CPU s per MB (median) | longest /healthz answer during it (max over rounds) | during its delete |')
+    console.log('|---|---|---|---|---|')
+    console.log(`| none (baseline, 2 s) | - | - | ${Math.max(...idleMax).toFixed(1)} ms | - |`)
     for (const s of shapes) {
-      const e = results.get(s.name) as { mbps: number[]; healthMax: number[]; deleteMax: number[] }
+      const e = results.get(s.name) as Figures
       const size = (s === PROSE ? proseBytes : shapeBytes) / MB
       console.log(
-        `| ${s.name} ${size} MB | ${quantile(e.mbps, 0.5).toFixed(2)} (${Math.min(...e.mbps).toFixed(2)}–${Math.max(...e.mbps).toFixed(2)}) | ${Math.max(...e.healthMax).toFixed(1)} ms | ${Math.max(...e.deleteMax).toFixed(1)} ms |`,
+        `| ${s.name} ${size} MB | ${quantile(e.mbps, 0.5).toFixed(2)} (${Math.min(...e.mbps).toFixed(2)}–${Math.max(...e.mbps).toFixed(2)}) | ${quantile(e.cpuPerMb, 0.5).toFixed(2)} | ${Math.max(...e.healthMax).toFixed(1)} ms | ${Math.max(...e.deleteMax).toFixed(1)} ms |`,
       )
     }
     if (cpuProfDir !== undefined) console.log(`\nCPU profile of the gateway's main thread (${cpuProfDir}):\n${summarizeProfiles(cpuProfDir, 25)}`)

@@ -8,6 +8,7 @@ import './helpers/fc-seed.js'
 import { chunkText, countO200k } from '../src/ingest/chunker.js'
 import { countO200kUncached } from '../src/context/token-count.js'
 import { markdownBlocks, paragraphs } from '../src/ingest/extract.js'
+import { HOSTILE_SHAPES, PROSE } from '../bench/lib/shapes.js'
 
 const sentence = (i: number): string => `Sentence number ${i} talks about topic ${i % 7} and nothing else at all.`
 
@@ -118,4 +119,35 @@ t.test('more chunks than maxChunks → 413', async (t) => {
     status: 413,
   })
   t.throws(() => chunkText({ text, blocks: paragraphs(text) }, { chunkTokens: 16, overlapTokens: 16, maxChunks: 3 }), RangeError)
+})
+
+t.test('base64 and prose: the same chunks as with the library counting, each within its size by the exact count', async (t) => {
+  // The default counter (our own merge, o200k-bpe.ts) must not move a single boundary: same chunks as counting every
+  // unit and chunk with gpt-tokenizer itself, and every chunk's count is the library's count of its text.
+  for (const shape of [PROSE, ...HOSTILE_SHAPES.filter((s) => s.name.startsWith('base64'))]) {
+    const text = shape.make(48 * 1024)
+    const opts = { chunkTokens: 192, overlapTokens: 80, maxChunks: 100_000 }
+    const ours = chunkText({ text, blocks: paragraphs(text) }, opts)
+    const library = chunkText({ text, blocks: paragraphs(text) }, { ...opts, countTokens: countO200kUncached })
+    t.same(ours, library, `${shape.name}: ${ours.length} chunks, identical`)
+    t.ok(ours.every((c) => c.tokens === countO200kUncached(c.text) && c.tokens <= 192), `${shape.name}: exact counts, ≤ 192`)
+  }
+})
+
+t.test('property: base64 on one line (every unit cut mid-word): each chunk’s count is the library’s', async (t) => {
+  const B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'
+  await fc.assert(
+    fc.property(fc.string({ unit: fc.constantFrom(...B64, ...B64, '\n', ' '), minLength: 200, maxLength: 6000 }), fc.integer({ min: 16, max: 200 }), (text, size) => {
+      const chunks = chunkText({ text, blocks: paragraphs(text) }, { chunkTokens: size, overlapTokens: Math.floor(size / 3), maxChunks: 100_000 })
+      return chunks.every((c) => c.tokens === countO200kUncached(c.text) && c.text === text.slice(c.start, c.end))
+    }),
+    { numRuns: 200 },
+  )
+  t.pass('200 random texts')
+})
+
+t.test('a line starting with "/" after a line ending in a symbol: one o200k pre-token spans the break, the count stays exact', async (t) => {
+  const text = `${'A'.repeat(121)}/\n/Ak${'A'.repeat(80)}`
+  const chunks = chunkText({ text, blocks: paragraphs(text) }, { chunkTokens: 16, overlapTokens: 5, maxChunks: 1000 })
+  for (const c of chunks) t.equal(c.tokens, countO200kUncached(c.text), JSON.stringify(c.text.slice(0, 30)))
 })

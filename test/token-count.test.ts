@@ -6,7 +6,7 @@ import t from 'tap'
 import fc from 'fast-check'
 import './helpers/fc-seed.js'
 import { encode } from 'gpt-tokenizer'
-import { countO200k, countO200kUncached, pieceCounter } from '../src/context/token-count.js'
+import { countO200k, countO200kIngest, countO200kUncached, pieceCounter } from '../src/context/token-count.js'
 
 const library = (text: string): number => encode(text, { disallowedSpecial: new Set() }).length
 
@@ -61,4 +61,19 @@ t.test('remembers pieces within its bound, and stays exact after it forgets them
   t.equal(counter('the'), 1)
   t.equal(calls, 2, "the full map was emptied for 'dog', so 'the' was counted again")
   t.equal(counter('a b c d e f g h'), library('a b c d e f g h'), 'exact while the map keeps emptying')
+})
+
+t.test('property: the ingestion counter (our own merge) equals the library too, base64 included', async (t) => {
+  const fragment = fc.oneof(
+    fc.constantFrom('word', 'The', 'naïve', '東京', '42', "it's", 'end.', ' ', '  ', '\n', '\n\n', '🙂', '<|endoftext|>', 'x'.repeat(70)),
+    fc.string({ unit: fc.constantFrom(...'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'), minLength: 1, maxLength: 300 }),
+  )
+  await fc.assert(
+    fc.property(fc.array(fragment, { maxLength: 60 }), (parts) => {
+      const text = parts.join('')
+      return countO200kIngest(text) === library(text)
+    }),
+    { numRuns: 1000 },
+  )
+  t.equal(countO200kIngest(`before ${'東'.repeat(2500)} after ${'y'.repeat(1200)}`), countO200kUncached(`before ${'東'.repeat(2500)} after ${'y'.repeat(1200)}`), 'long runs sliced alike')
 })

@@ -11,7 +11,8 @@
 import { gatewayError } from '../errors.js'
 import type { Tokens } from '../types.js'
 import type { Block } from './text-builder.js'
-import { countO200k } from '../context/token-count.js'
+import { countO200k, countO200kIngest } from '../context/token-count.js'
+import { countAcrossCuts } from './cut-count.js'
 
 export interface Chunk {
   /** 0-based position in the file. */
@@ -31,7 +32,7 @@ export interface ChunkOptions {
   overlapTokens: Tokens
   /** More chunks than this → 413 `payload_too_large`. */
   maxChunks: number
-  /** Token counter; o200k by default. */
+  /** Token counter; exact o200k by default (`countO200kIngest`). */
   countTokens?: (text: string) => Tokens
   /** A paragraph break ends a chunk filled to at least this share of `chunkTokens`. Default 0.5. */
   minFill?: number
@@ -62,7 +63,7 @@ interface Unit {
 const BOUNDARY = /[.!?。！？][)"'”’\]]*(?=\s)|\n/g
 
 export function chunkText(doc: { text: string; blocks: readonly Block[] }, opts: ChunkOptions): Chunk[] {
-  const count = opts.countTokens ?? countO200k
+  const count = opts.countTokens ?? countO200kIngest
   const { chunkTokens, overlapTokens } = opts
   if (!(chunkTokens >= 1) || !(overlapTokens >= 0) || overlapTokens >= chunkTokens)
     throw new RangeError(`chunkText: need 0 ≤ overlapTokens (${overlapTokens}) < chunkTokens (${chunkTokens})`)
@@ -85,12 +86,21 @@ export function chunkText(doc: { text: string; blocks: readonly Block[] }, opts:
     // about once, not once per unit plus once per chunk and per overlap (tokenizing was 38% of ingestion CPU before).
     // Equal to counting the chunk's text (checked on every SQuAD chunk and in the tests).
     let tokens: Tokens
-    if (units.length === 1 || units.some((u, i) => i > 0 && u.cut)) tokens = count(body)
+    if (units.some((u, i) => i > 0 && u.cut)) tokens = acrossCuts(units) ?? count(body)
+    else if (units.length === 1) tokens = first.lead === first.start ? withoutTail(first) : count(body)
     else {
       tokens = withoutLead(first) + withoutTail(last)
       for (let i = 1; i < units.length - 1; i++) tokens += (units[i] as Unit).tokens
     }
     chunks.push({ index: chunks.length, text: body, tokens, start: first.start, end: last.end, headingPath: [...last.path] })
+  }
+
+  /** A chunk of units cut from one unbroken run (cut-count.ts), when it is nothing else: no white space at its ends. */
+  const acrossCuts = (units: readonly Unit[]): Tokens | undefined => {
+    const first = units[0] as Unit
+    const last = units[units.length - 1] as Unit
+    if (first.lead !== first.start || last.tail !== last.end || units.some((u, i) => i > 0 && !u.cut)) return undefined
+    return countAcrossCuts(text, units, count)
   }
 
   /** The unit's count without the spaces before it: only its first word tokenizes differently. */
@@ -103,6 +113,9 @@ export function chunkText(doc: { text: string; blocks: readonly Block[] }, opts:
   /** The unit's count (with its spaces before) without the line breaks after it: only its last word differs. */
   const withoutTail = (u: Unit): Tokens => {
     if (u.tail === u.end) return u.tokens
+    // A letter or digit before white space ends its pre-token there whatever follows, so the white space's tokens are
+    // its own: one line break to count instead of the whole unit again (a line of base64 has no space to cut at).
+    if (isAsciiAlnum(text.charCodeAt(u.end - 1)) && isSpace(text.charCodeAt(u.end))) return u.tokens - count(text.slice(u.end, u.tail))
     const q = spaceBefore(text, u.end - 1, u.start)
     if (q === -1) return count(text.slice(u.lead, u.end))
     return u.tokens - count(text.slice(q, u.tail)) + count(text.slice(q, u.end))
@@ -159,7 +172,10 @@ function collectUnits(
   let pending: Unit | undefined
   const unit = (start: number, end: number, para: number, heading: boolean, path: string[]): void => {
     const prev = pending
-    const cut = prev !== undefined && prev.end === start && !isSpace(text.charCodeAt(start - 1))
+    // A line that starts with '/' right after a line break: o200k's symbol pre-token (" ?[^\s\p{L}\p{N}]+[\r\n/]*")
+    // runs on over the break into it ("/\n/" is one), so that boundary is no pre-token boundary either.
+    const slashAfterBreak = text.charCodeAt(start) === 47 && (text.charCodeAt(start - 1) === 10 || text.charCodeAt(start - 1) === 13)
+    const cut = prev !== undefined && ((prev.end === start && !isSpace(text.charCodeAt(start - 1))) || slashAfterBreak)
     const u: Unit = { start, end, lead: start, tail: end, tokens: 0, cut, para, heading, path }
     if (prev !== undefined) {
       let nl = start - 1
@@ -280,6 +296,10 @@ function spaceAfter(text: string, from: number, to: number): number {
 function spaceBefore(text: string, from: number, after: number): number {
   for (let i = from; i > after; i--) if (text.charCodeAt(i) === 32) return i
   return -1
+}
+
+function isAsciiAlnum(c: number): boolean {
+  return (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122)
 }
 
 function isSpace(c: number): boolean {

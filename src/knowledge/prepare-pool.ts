@@ -3,7 +3,8 @@
  * the event loop (a 5 MB upload held it ≈ 3.7 s, issue 18). At most `concurrency` jobs run at once, the rest queue in
  * order (one per upload request in progress, so bounded by the server's connections and MAX_FILE_BYTES each). A
  * thread starts when a job needs one and stops after `idleMs` without work (each holds its own copy of the
- * tokenizer's tables, ≈ 60 MB).
+ * tokenizer's tables, ≈ 60 MB, and of the ingestion counter's rank table, ≈ 10 MB built in ≈ 90 ms on its first file:
+ * context/o200k-bpe.ts).
  *
  * Bounds (issue 29: a 1 MB PDF inflating to 1 GiB took the process to 2.36 GB): each job has a time budget, after
  * which its thread is terminated; each thread a V8 heap ceiling (`resourceLimits`), past which it dies; either way
