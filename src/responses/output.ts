@@ -206,9 +206,7 @@ export class ResponseJson {
       } else text += JSON.stringify(own[slot] ?? null)
       text += shape.texts[i + 1] as string
     }
-    let tail = ''
-    for (const [k, value] of Object.entries(extra)) tail += `,${JSON.stringify(k)}:${value}`
-    this.#texts.push(tail === '' ? text : `${text.slice(0, -1)}${tail}}`)
+    this.#texts.push(withJsonFields(text, extra))
   }
 
   render(s: ResponseState): string {
