@@ -17,7 +17,7 @@ import { O200K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/encodingParams/constants'
 import { tryConvertToString } from 'gpt-tokenizer/utfUtil'
 import type { Tokens } from '../types.js'
 import { asciiPieceEnd, isAscii } from './o200k-ascii-split.js'
-import { hashText, RangeCache } from './range-cache.js'
+import { hashText, RangeCache, sameText } from './range-cache.js'
 
 /** Never a rank: marks a pair that cannot merge. */
 const NONE = 0x7fffffff
@@ -74,16 +74,10 @@ class RankTable {
       const e = this.#slots[slot] as number
       if (e === 0) return NONE
       const k = e - 1
-      if (this.#hashes[k] === h && sameRange(this.#keys[k] as string, text, start, end)) return this.#ranks[k] as number
+      if (this.#hashes[k] === h && sameText(this.#keys[k] as string, text, start, end)) return this.#ranks[k] as number
       slot = (slot + 1) & this.#mask
     }
   }
-}
-
-function sameRange(key: string, text: string, start: number, end: number): boolean {
-  if (key.length !== end - start) return false
-  for (let i = 0; i < key.length; i++) if (key.charCodeAt(i) !== text.charCodeAt(start + i)) return false
-  return true
 }
 
 let table: RankTable | undefined

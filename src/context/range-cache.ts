@@ -62,7 +62,8 @@ export class RangeCache<V> {
   }
 }
 
-function sameText(key: string, text: string, start: number, end: number): boolean {
+/** Whether text[start, end) is `key`, compared in place (no slice). */
+export function sameText(key: string, text: string, start: number, end: number): boolean {
   if (key.length !== end - start) return false
   for (let i = 0; i < key.length; i++) if (key.charCodeAt(i) !== text.charCodeAt(start + i)) return false
   return true
