@@ -10,12 +10,17 @@
  *   through the repository's cache (the steady state for an active session).
  * - memory path: history read (cached) + pack of a 200-message session, against packing the same request with no
  *   session — the latency a session adds to a request (target ≤ 1 ms p50).
+ * - unseen words in a long-running process: counting a 450-token message of words never counted before, once 250,000
+ *   others have been (what a gateway meets after a while: names, ids, other languages), with gpt-tokenizer's own
+ *   merge cache off (what token-count.ts sets) against the library's default 100,000-entry cache, filled the same way.
  */
 import { mkdtemp, rm } from 'node:fs/promises'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
+import { setMergeCacheSize } from 'gpt-tokenizer'
 import { pack, type PackInput } from '../src/context/packer.js'
+import { countO200k } from '../src/context/token-count.js'
 import { TokenCounter } from '../src/context/tokenizer.js'
 import { storedMessage } from '../src/messages/stored-message.js'
 import { SessionRepo, type StoredMessage } from '../src/storage/session-repo.js'
@@ -136,6 +141,8 @@ export async function run(): Promise<BenchRow[]> {
     await rm(dir, { recursive: true, force: true })
   }
 
+  rows.push(...unseenWords())
+
   const cpu = cpus()[0]?.model ?? 'unknown CPU'
   console.log(
     `# method: Node ${process.version}, ${cpu} (${cpus().length} cores, shared); each row: ${WARMUP} warm-up calls, ` +
@@ -148,6 +155,37 @@ export async function run(): Promise<BenchRow[]> {
   console.log('|---|---:|---:|')
   const ms = (v: number): string => (Number.isNaN(v) ? '–' : v.toFixed(3))
   for (const r of rows) console.log(`| ${r.name} | ${ms(r.p50Ms)} | ${ms(r.p99Ms)} |`)
+  return rows
+}
+
+/** Lowercase words of 3–11 letters from a 32-bit LCG's high bits: a different word almost every time, the same run to run. */
+function wordSource(seed: number): (words: number) => string {
+  let x = seed >>> 0
+  const next = (): number => (x = (Math.imul(x, 1664525) + 1013904223) >>> 0) >>> 8
+  return (words) => {
+    const out: string[] = []
+    for (let w = 0; w < words; w++) {
+      let word = ''
+      for (let n = 3 + (next() % 9); n > 0; n--) word += String.fromCharCode(97 + (next() % 26))
+      out.push(word)
+    }
+    return out.join(' ')
+  }
+}
+
+/** The library's merge cache at its default size, then off (token-count.ts's setting), each after the same fill. */
+function unseenWords(): BenchRow[] {
+  const rows: BenchRow[] = []
+  for (const [name, size] of [
+    ['baseline: unseen 450-token message, library merge cache 100k (full)', 100_000],
+    ['unseen 450-token message, library merge cache off', 0],
+  ] as const) {
+    setMergeCacheSize(size)
+    const words = wordSource(size + 1)
+    for (let i = 0; i < 2500; i++) countO200k(words(100))
+    rows.push(measure(name, () => countO200k(words(120)), 100, 0))
+  }
+  setMergeCacheSize(0)
   return rows
 }
 

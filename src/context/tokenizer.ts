@@ -18,7 +18,7 @@ import * as o200k from 'gpt-tokenizer/encoding/o200k_base'
 import type { ChatMessage, Role, Tokens } from '../types.js'
 import { contentTokens, toolsTokens, type MediaEstimates } from './message-tokens.js'
 import { boundedCount } from './bounded-count.js'
-import { countO200k } from './token-count.js'
+import { countO200k, pieceCounter } from './token-count.js'
 
 export type EncodingName = 'o200k_base' | 'cl100k_base'
 
@@ -63,8 +63,18 @@ function scheme(
 // o200k content is counted through the cache of pieces (token-count.ts, equal to the library's count): a request's
 // words have mostly been seen before, and counting the messages was the largest library cost of a plain relay.
 const O200K = scheme('o200k_base', o200k, 'gpt-4o', countO200k)
-const CL100K = scheme('cl100k_base', cl100k as EncodingApi, 'gpt-4')
-const CL100K_GPT35 = scheme('cl100k_base', cl100k as EncodingApi, 'gpt-3.5-turbo')
+// cl100k content the same way, and the library's cl100k merge cache off for the reason token-count.ts turns o200k's
+// off. cl100k's pre-tokenizer never puts a non-space character and a following space in one pre-token either (its
+// patterns take a space only in front), so the pieces' counts add up; the property test in test/tokenizer.test.ts
+// holds the count equal to the library's.
+cl100k.setMergeCacheSize(0)
+const countCl100k = pieceCounter({
+  count: (text) => boundedCount(text, (t) => cl100k.countTokens(t, AS_TEXT)),
+  maxEntries: 200_000,
+  maxPieceLength: 32,
+})
+const CL100K = scheme('cl100k_base', cl100k as EncodingApi, 'gpt-4', countCl100k)
+const CL100K_GPT35 = scheme('cl100k_base', cl100k as EncodingApi, 'gpt-3.5-turbo', countCl100k)
 
 /** OpenAI ids that predate o200k (gpt-tokenizer's cl100k list, as prefixes so dated and `:variant` ids match too). */
 const CL100K_IDS = /^(?:gpt-3\.5|gpt-4(?=$|[-:@])|text-embedding-(?:3|ada)|babbage-002|davinci-002)/
