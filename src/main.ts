@@ -68,7 +68,16 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     const stores = await openGatewayStores({ config, clock, now, logger, metrics, closers, onBootstrapKey: opts.onBootstrapKey })
     const limits = await openLimits({ config, keys: stores.stores.keys, clock, logger, metrics, closers })
     const upstream = openUpstream({ config, clock, closers })
-    const indexes = openIndexes({ config, stores: stores.stores, counter: stores.counter, now, logger, closers, recallTuning: opts.recallTuning })
+    const indexes = openIndexes({
+      config,
+      stores: stores.stores,
+      counter: stores.counter,
+      now,
+      logger,
+      closers,
+      recallTuning: opts.recallTuning,
+      cacheRoom: (bytes) => stores.capacity.roomForCache(bytes),
+    })
     const { planner, quotas } = createPlanning({ config, counter: stores.counter, sessions: stores.stores.sessions, indexes, catalog: upstream.catalog })
     const recorders = createRecorders({ config, stores: stores.stores, now, logger, closers })
     const readiness = [...stores.readiness, ...limits.readiness, ...upstream.readiness]

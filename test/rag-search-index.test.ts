@@ -221,6 +221,38 @@ t.test('an addition answers before its graph insertions: each vector is searchab
   t.same(labels(await index.search('s', 'canals and 3 locks', 120, 'vector')), labels(expected), 'and once drained')
 })
 
+t.test('no room on the disk for a graph: the save is skipped, the stale file removed, and saved once there is room', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'rag-si-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const source = new MemorySource()
+  let room = true
+  const asked: number[] = []
+  const cacheRoom = async (bytes: number): Promise<boolean> => {
+    asked.push(bytes)
+    return room
+  }
+  const index = new SearchIndex({ dir, source, embedder, saveDelay: 60_000, cacheRoom })
+  t.teardown(() => index.close())
+  const graphs = () => readdirSync(dir).filter((f) => f.endsWith('.hnsw') || f.endsWith('.hnsw.json'))
+  await index.load('s')
+  const first = await source.add('s', Array.from({ length: 40 }, (_, i) => `line ${i} about harbours`))
+  await index.applyAdd('s', first.from, first.meta, first.docs)
+  await index.flush()
+  t.equal(graphs().length, 2, 'with room: the graph and its sidecar')
+  t.ok((asked[0] ?? 0) >= 40 * embedder.dimension * 4, `asked for room for the whole graph (${asked[0]} bytes)`)
+
+  room = false
+  const second = await source.add('s', ['one more line about harbours'])
+  await index.applyAdd('s', second.from, second.meta, second.docs)
+  await index.flush()
+  t.same(graphs(), [], 'without room: nothing written, and the stale graph gone (it would be rebuilt anyway)')
+  t.equal((await index.search('s', 'harbours', 41, 'vector')).length, 41, 'searches are unaffected')
+
+  room = true
+  await index.flush()
+  t.equal(graphs().length, 2, 'still unsaved, so saved at the next flush once there is room')
+})
+
 t.test('a graph is saved only with every vector of the version it claims, and that file is used by the next load', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'rag-si-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
 import { isStorageFull, openStore, StoreUnavailableError } from '../src/storage/store.js'
+import { StoreCapacity } from '../src/storage/capacity.js'
 import { classifyStoreFailure, classifyStoreFailureSync } from '../src/storage/store-errors.js'
 
 const lastTxnId = (store: ReturnType<typeof openStore>): number => (store.root.getStats() as { lastTxnId: number }).lastTxnId
@@ -77,4 +78,17 @@ t.test('store failures are classified from their errno or LMDB code', async (t) 
   const failed = await classifyStoreFailure(Object.assign(new Error('Commit failed (see commitError for details)'), { commitError }))
   t.equal(failed.reason, 'io_error')
   t.equal(failed.errno, 5)
+})
+
+t.test("a cache file gets the disk only with its own size twice over above MIN_FREE_DISK; the store's free pages do not count", async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'store-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const store = openStore({ dir })
+  t.teardown(() => store.close())
+  let free = 10_000_000
+  const capacity = new StoreCapacity({ store, dir, minFreeDisk: 1_000_000, clock: () => 0, ttl: 0, diskFree: async () => free })
+  t.ok(await capacity.roomForCache(4_500_000), '4.5 MB: room (2 × 4.5 + 1 ≤ 10)')
+  t.notOk(await capacity.roomForCache(4_600_000), '4.6 MB: no room')
+  free = 0
+  t.notOk(await capacity.roomForCache(1), 'a full filesystem has no room for a cache, whatever the store holds free inside its file')
 })

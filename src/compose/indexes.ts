@@ -31,6 +31,8 @@ export function openIndexes(opts: {
   logger: Logger
   closers: Closers
   recallTuning: Partial<RecallTuning> | undefined
+  /** Whether DATA_DIR's disk has room for a graph file of this many bytes (storage/capacity.ts `roomForCache`). */
+  cacheRoom: (bytes: number) => Promise<boolean>
 }): Indexes {
   const { config, stores, logger } = opts
   const embedder = createEmbedder(config)
@@ -53,6 +55,7 @@ export function openIndexes(opts: {
     },
     // Graph files are a cache of the store: a failed save is worth a warning (the next start rebuilds), not a failed request.
     onIndexSaveError: (err, file) => logger.warn({ err, file }, 'could not save an index file'),
+    indexCacheRoom: opts.cacheRoom,
   })
   let warming: Promise<void> = Promise.resolve()
   // Closed before the warm-up is awaited: closing stops it early.
@@ -73,6 +76,7 @@ export function openIndexes(opts: {
         maxLoadedSessions: config.recallLoadedSessions,
         tuning: { candidates: config.recallTopK, keepTop: config.recallKeepTop, ...opts.recallTuning },
         onError: (err, what) => logger.warn({ err }, what),
+        cacheRoom: opts.cacheRoom,
       })
     : undefined
   if (recall) opts.closers.add(() => recall.close())

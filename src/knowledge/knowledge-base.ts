@@ -89,6 +89,8 @@ export interface KnowledgeBaseOptions {
   foldTerms?: boolean
   /** Told when an index file cannot be saved (it is rebuilt from the store at the next start); a process warning by default. */
   onIndexSaveError?: (err: unknown, file: string) => void
+  /** Whether the disk has room for a graph file of this many bytes (SearchIndexOptions.cacheRoom). */
+  indexCacheRoom?: (bytes: number) => Promise<boolean>
   /**
    * Prepare uploads (extract, chunk, analyze, embed locally) in a worker thread, off the event loop. Default true;
    * false runs it inline (one-shot tools that do nothing else meanwhile).
@@ -150,6 +152,7 @@ export class KnowledgeBase {
       ...(opts.maxFreshVectors === undefined ? {} : { maxFresh: opts.maxFreshVectors }),
       foldTerms: opts.foldTerms ?? true,
       onSaveError: opts.onIndexSaveError,
+      ...(opts.indexCacheRoom ? { cacheRoom: opts.indexCacheRoom } : {}),
       source: {
         meta: (ns) => repo.index.meta(ns),
         vectors: (ns) => repo.index.vectors(ns),

@@ -111,6 +111,8 @@ export interface SessionRecallOptions {
    * process warning.
    */
   onError?: (err: unknown, what: string) => void
+  /** Whether the disk has room for a graph file of this many bytes (SearchIndexOptions.cacheRoom). */
+  cacheRoom?: (bytes: number) => Promise<boolean>
 }
 
 export interface RecallBlock {
@@ -175,6 +177,7 @@ export class SessionRecall implements RecallIndexer {
       candidates: 1,
       hnsw: o.hnsw,
       onSaveError: (err, file) => this.#onError(err, `saving ${file}`),
+      ...(o.cacheRoom ? { cacheRoom: o.cacheRoom } : {}),
       source: {
         meta: (ns) => records.index.meta(ns),
         vectors: (ns) => records.index.vectors(ns),

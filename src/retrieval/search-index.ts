@@ -157,6 +157,12 @@ export interface SearchIndexOptions {
    */
   onSaveError?: (err: unknown, namespaceFile: string) => void
   /**
+   * Whether the disk has room now for a graph file of this many bytes (storage/capacity.ts `roomForCache`). Without
+   * room the save is skipped and the namespace's old file removed: the file is a cache, and a stale one is rebuilt from
+   * the store at the next start anyway, while the space is the store's. Tried again at the next save. Default: always.
+   */
+  cacheRoom?: (bytes: number) => Promise<boolean>
+  /**
    * Told when applying a committed change to a loaded namespace fails: LMDB has the change, so the namespace is unloaded
    * and reloaded from it on next use. Default: a process warning.
    */
@@ -231,6 +237,7 @@ export class SearchIndex {
   readonly #lexical: (terms: readonly string[]) => readonly string[]
   readonly #loaded: LRUCache<string, Entry>
   readonly #onSaveError: (err: unknown, file: string) => void
+  readonly #cacheRoom: ((bytes: number) => Promise<boolean>) | undefined
   readonly #onApplyError: (err: unknown, namespace: string) => void
   /** Loads in progress, so concurrent first uses of a namespace share one. */
   readonly #loading = new Map<string, Promise<Entry>>()
@@ -257,6 +264,7 @@ export class SearchIndex {
     this.#lexical = opts.foldTerms === true ? foldTerms : (terms) => terms
     this.#onSaveError =
       opts.onSaveError ?? ((err, file) => process.emitWarning(`recallgate: could not save ${file}: ${String(err)}`, 'IndexSaveWarning'))
+    this.#cacheRoom = opts.cacheRoom
     this.#onApplyError =
       opts.onApplyError ?? ((err, ns) => process.emitWarning(`recallgate: index of ${ns} unloaded after: ${String(err)}`, 'IndexApplyWarning'))
     mkdirSync(this.#dir, { recursive: true })
@@ -822,7 +830,10 @@ export class SearchIndex {
     try {
       mkdirSync(this.#dir, { recursive: true })
       if (entry.vectors === null || entry.refs.size === 0) VectorIndex.remove(entry.file)
-      else await entry.vectors.save(entry.file, { version: entry.version, epoch: entry.epoch })
+      else if (this.#cacheRoom !== undefined && !(await this.#cacheRoom(entry.vectors.fileBytes()))) {
+        VectorIndex.remove(entry.file)
+        entry.dirty = true
+      } else await entry.vectors.save(entry.file, { version: entry.version, epoch: entry.epoch })
     } catch (err) {
       this.#onSaveError(err, entry.file)
     }

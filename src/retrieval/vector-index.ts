@@ -231,30 +231,47 @@ export class VectorIndex {
   }
 
   /**
+   * About how many bytes `save` writes, a little over: hnswlib writes each element's level-0 record (its vector, 2M
+   * links and their count, its label) and the links of the upper levels, which one element in M reaches per level.
+   */
+  fileBytes(): number {
+    const m = this.#params.m
+    return 1024 + (this.#live + this.#deleted) * (this.dimension * 4 + 8 * m + 4 + 8 + 4 + (4 * m + 4) / (m - 1))
+  }
+
+  /**
    * Write the graph and its sidecar atomically (temporary names, then rename), in the thread pool. The graph must not
-   * change until the promise settles (searching it is fine).
+   * change until the promise settles (searching it is fine). A failed save leaves no temporary file behind: on a full
+   * disk, a half-written graph would keep the space it took from the store.
    */
   async save(file: string, state: { version: number; epoch?: string | undefined }): Promise<void> {
     // Several processes may share DATA_DIR (WORKERS, replicas on one host): each writes its own temporary files, so
     // two saves of one graph never interleave in one file; the last rename wins and the sidecar's hash tells a graph
     // from another process's sidecar.
     const tmp = `${file}.${process.pid}.tmp`
+    const sideTmp = `${file}.json.${process.pid}.tmp`
     const count = this.#live
     const deleted = this.#deleted
-    await this.#hnsw.writeIndex(tmp)
-    const side: Sidecar = {
-      format: 1,
-      dimension: this.dimension,
-      version: state.version,
-      ...(state.epoch !== undefined ? { epoch: state.epoch } : {}),
-      count,
-      deleted,
-      bytes: (await stat(tmp)).size,
-      sha256: await sha256Of(tmp),
+    try {
+      await this.#hnsw.writeIndex(tmp)
+      const side: Sidecar = {
+        format: 1,
+        dimension: this.dimension,
+        version: state.version,
+        ...(state.epoch !== undefined ? { epoch: state.epoch } : {}),
+        count,
+        deleted,
+        bytes: (await stat(tmp)).size,
+        sha256: await sha256Of(tmp),
+      }
+      await rename(tmp, file)
+      await writeFile(sideTmp, JSON.stringify(side))
+      await rename(sideTmp, `${file}.json`)
+    } catch (err) {
+      rmSync(tmp, { force: true })
+      rmSync(sideTmp, { force: true })
+      throw err
     }
-    await rename(tmp, file)
-    await writeFile(`${file}.json.${process.pid}.tmp`, JSON.stringify(side))
-    await rename(`${file}.json.${process.pid}.tmp`, `${file}.json`)
   }
 
   /** Delete a namespace's files (after its last document is gone). */

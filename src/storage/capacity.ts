@@ -57,6 +57,17 @@ export class StoreCapacity {
     return { diskBytes: free + Math.max(0, s.fileBytes - s.usedBytes) - this.#o.minFreeDisk, mapBytes: s.mapSize - s.usedBytes }
   }
 
+  /**
+   * Whether a cache file of `bytes` (a search graph, search-index.ts) may be written beside the store now: the
+   * filesystem keeps MIN_FREE_DISK and as much again as the file free while it is written next to the copy it replaces.
+   * The store's own free pages do not count (a file cannot use them). A cache must never take the store's last bytes:
+   * on a 20 MB disk an upload after deletes was refused (507) while a graph was being rewritten beside its old copy,
+   * and one on a full disk accepted once a rewrite ended (test/storage-full.e2e, under load).
+   */
+  async roomForCache(bytes: number): Promise<boolean> {
+    return (await this.#diskFree()) >= 2 * bytes + this.minFreeDisk
+  }
+
   /** Throws a StoreUnavailableError when writing `adding` more bytes would go below the floor or past the map size. */
   async check(adding = 0): Promise<void> {
     const room = await this.room()
