@@ -8,7 +8,7 @@
 import { gatewayError } from '../errors.js'
 import { chunkText, type Chunk } from '../ingest/chunker.js'
 import { DEFAULT_EXTRACT_LIMITS, extract, type ExtractLimits, type Format } from '../ingest/extract.js'
-import { chunkTerms, type JoinedTerms } from '../retrieval/chunk-terms.js'
+import { chunkTerms, type CodedTerms } from '../retrieval/chunk-terms.js'
 import { LocalEmbedder } from '../retrieval/embedder.js'
 
 export interface PrepareInput {
@@ -30,8 +30,8 @@ export interface PrepareOptions {
 export interface Prepared {
   format: Format
   chunks: Chunk[]
-  /** Each chunk's `analyze` terms (joined, from the prepare thread: chunk-terms.ts `JoinedTerms`). */
-  terms: ReadonlyArray<readonly string[] | JoinedTerms>
+  /** Each chunk's `analyze` terms: lists, or coded over the file's vocabulary from the prepare thread (chunk-terms.ts). */
+  terms: ReadonlyArray<readonly string[]> | CodedTerms
   /** One vector per chunk when `localDimension` was given. */
   vectors: Float32Array[] | undefined
 }
