@@ -225,7 +225,7 @@ export class KnowledgeBase {
     // it. Made for every chunk, it was one more block of the event loop (a copy of the file's text: ≈ 10 MB for 5 MB).
     const vectors =
       prepared.vectors ??
-      (this.#embedder.embedTerms ? await this.#embedder.embedTerms('codes' in terms ? decodeTerms(terms) : terms) : await this.#embedder.embed(chunks.map((c) => indexText(file.filename, c))))
+      (this.#embedder.embedTerms ? await this.#embedder.embedTerms(decodeTerms(terms)) : await this.#embedder.embed(chunks.map((c) => indexText(file.filename, c))))
     validateVectors(vectors, chunks.length, this.#embedder.dimension)
     await this.#opts.checkRoom?.(storedBytes(chunks, vectors))
     const record: FileRecord = {
@@ -259,7 +259,8 @@ export class KnowledgeBase {
       chunks.map((c, i) => ({
         label: change.labels[i] as number,
         ref: [record.id, c.index],
-        ...('codes' in terms ? { coded: terms, doc: i } : { terms: terms[i] as readonly string[] }),
+        coded: terms,
+        doc: i,
         vector: vectors[i] as Float32Array,
       })),
     )

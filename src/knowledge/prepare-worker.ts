@@ -11,7 +11,6 @@ import { getHeapStatistics } from 'node:v8'
 import { parentPort } from 'node:worker_threads'
 import { GatewayError } from '../errors.js'
 import { readJsonUpload } from './json-upload.js'
-import { codeTerms } from '../retrieval/chunk-terms.js'
 import { prepareFile } from './prepare.js'
 import { CHUNK_NUMBERS, type PackedPrepared, type WorkerJob, type WorkerReply } from './prepare-pool.js'
 
@@ -43,7 +42,7 @@ port.on('message', (job: WorkerJob) => {
       p.vectors?.forEach((v, i) => flat.set(v, i * dimension))
       const numbers = new Int32Array(p.chunks.length * CHUNK_NUMBERS)
       p.chunks.forEach((c, i) => numbers.set([c.index, c.tokens, c.start, c.end, c.text.length], i * CHUNK_NUMBERS))
-      const terms = codeTerms(p.terms)
+      const terms = p.terms
       const packed: PackedPrepared = {
         format: p.format,
         texts: p.chunks.map((c) => c.text).join(''),
