@@ -1,11 +1,11 @@
 /**
  * Worker-thread entry for prepare.ts: one job at a time from the pool (prepare-pool.ts). Results travel packed so the
  * main thread's share of the hand-over stays small: all vectors in one transferred Float32Array, the terms coded over
- * the file's vocabulary (chunk-terms.ts `CodedTerms`: a structured clone of hundreds of thousands of little strings
- * cost the main thread more than the work it saved), and the chunks as columns: their texts in one string, their numbers in one transferred
- * Int32Array, their heading paths as JSON strings. Receiving the chunks as objects was one block of the main thread
- * of 39–143 ms for the 14,730 chunks of 5 MB of prose (structured-clone deserialization, load 7); these columns take
- * ≈ 10 ms, and unpacking them into chunks runs in slices (prepare-pool.ts).
+ * the file's vocabulary in transferred arrays (chunk-terms.ts `CodedTerms`: a structured clone of hundreds of thousands
+ * of little strings cost the main thread more than the work it saved), and the chunks as columns: their texts in one
+ * string, their numbers in one transferred Int32Array, their heading paths as JSON strings. Receiving the chunks as
+ * objects was one block of the main thread of 39–143 ms for the 14,730 chunks of 5 MB of prose (structured-clone
+ * deserialization, load 7); these columns take ≈ 10 ms, and unpacking them into chunks runs in slices (prepare-pool.ts).
  */
 import { getHeapStatistics } from 'node:v8'
 import { parentPort } from 'node:worker_threads'
@@ -42,7 +42,7 @@ port.on('message', (job: WorkerJob) => {
       p.vectors?.forEach((v, i) => flat.set(v, i * dimension))
       const numbers = new Int32Array(p.chunks.length * CHUNK_NUMBERS)
       p.chunks.forEach((c, i) => numbers.set([c.index, c.tokens, c.start, c.end, c.text.length], i * CHUNK_NUMBERS))
-      const terms = p.terms
+      const { terms } = p
       const packed: PackedPrepared = {
         format: p.format,
         texts: p.chunks.map((c) => c.text).join(''),
