@@ -6,7 +6,11 @@ import { once } from 'node:events'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t, { type Test } from 'tap'
+import fc from 'fast-check'
+import './helpers/fc-seed.js'
 import { LocalEmbedder } from '../src/retrieval/embedder.js'
+import { analyze } from '../src/retrieval/analyzer.js'
+import { codeTerms } from '../src/retrieval/chunk-terms.js'
 import { OpenAICompatibleEmbedder } from '../src/retrieval/openai-embedder.js'
 
 const dot = (a: Float32Array, b: Float32Array): number => a.reduce((s, x, i) => s + x * (b[i] as number), 0)
@@ -61,6 +65,21 @@ const answer = (res: ServerResponse, status: number, body: unknown): void => {
   res.writeHead(status, { 'content-type': 'application/json' })
   res.end(typeof body === 'string' ? body : JSON.stringify(body))
 }
+
+t.test('property: a file\'s coded terms embed to the same vectors, bit for bit, as each chunk\'s terms', async (t) => {
+  const word = fc.constantFrom('a', 'I', 'the', 'Normans', 'naïve', 'ΣΟΦΙΑ', '東京', '42', 'x'.repeat(70), 'b2', '..')
+  await fc.assert(
+    fc.asyncProperty(fc.array(fc.array(word, { maxLength: 40 }), { minLength: 1, maxLength: 20 }), fc.constantFrom(64, 256), async (chunks, dimension) => {
+      const e = new LocalEmbedder({ dimension })
+      const terms = chunks.map((words) => analyze(words.join(' ')))
+      const want = await e.embedTerms(terms)
+      const got = e.embedCoded(codeTerms(terms))
+      return got.length === want.length && got.every((v, i) => Buffer.from(v.buffer).equals(Buffer.from((want[i] as Float32Array).buffer)))
+    }),
+    { numRuns: 200 },
+  )
+  t.pass('200 random files')
+})
 
 t.test('openai-compatible: POST /embeddings in batches, reordered by index, normalised', async (t) => {
   const { url, seen } = await server(t, (req, body, res) => {

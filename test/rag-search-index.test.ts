@@ -8,6 +8,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { LocalEmbedder } from '../src/retrieval/embedder.js'
+import { analyze } from '../src/retrieval/analyzer.js'
+import { codeTerms } from '../src/retrieval/chunk-terms.js'
 import { SearchIndex, type IndexSource, type NamespaceMeta } from '../src/retrieval/search-index.js'
 import { VectorIndex } from '../src/retrieval/vector-index.js'
 
@@ -180,6 +182,28 @@ t.test('an entry behind the committed state only by the change being applied is 
   await source.add('s', ['gamma document']) // committed by another process sharing the store: never applied here
   t.same(labels(await index.search('s', 'gamma', 5, 'bm25')), [2], 'the missed change is found after a reload')
   t.equal(source.reads, 2)
+})
+
+t.test('documents given as a file\'s coded terms rank and score as the same documents given as text', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'rag-si-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const source = new MemorySource()
+  // Accents and final e's are folded for BM25 (two spellings, one term), one chunk has no terms, terms repeat across chunks.
+  const texts = ['Möngke renounced the throne.', '...', 'Mongke and the café renounce nothing; the cafe was closed.', 'The throne of Möngke, the throne.']
+  const opened = [false, true].map((coded) => new SearchIndex({ dir: join(dir, String(coded)), source, embedder, saveDelay: 60_000, foldTerms: true }))
+  for (const index of opened) t.teardown(() => index.close())
+  const [asText, asCoded] = opened as [SearchIndex, SearchIndex]
+  await asText.load('s')
+  await asCoded.load('s')
+  const c = await source.add('s', texts)
+  const coded = codeTerms(texts.map((text) => analyze(text)))
+  await asText.applyAdd('s', c.from, c.meta, c.docs)
+  await asCoded.applyAdd('s', c.from, c.meta, c.docs.map(({ label, ref, vector }, doc) => ({ label, ref, vector, coded, doc })))
+  for (const query of ['Mongke renounce', 'café', 'throne', 'closed cafe', 'nothing here']) {
+    const want = await asText.search('s', query, 4, 'bm25')
+    t.same(await asCoded.search('s', query, 4, 'bm25'), want, query)
+  }
+  t.ok((await asCoded.search('s', 'Mongke renounce', 4, 'bm25')).length >= 2, 'folded terms match across spellings')
 })
 
 t.test('an addition answers before its graph insertions: each vector is searchable once, the same as from the graph', async (t) => {

@@ -26,7 +26,7 @@ import { countO200k } from '../context/token-count.js'
 import { PreparePool, type PreparePoolOptions } from './prepare-pool.js'
 import type { ExtractLimits } from '../ingest/extract.js'
 import { readJsonUpload, type JsonUpload } from './json-upload.js'
-import { splitTerms } from '../retrieval/chunk-terms.js'
+import { decodeTerms } from '../retrieval/chunk-terms.js'
 
 export { renderContextMessage } from './context-message.js'
 
@@ -228,7 +228,7 @@ export class KnowledgeBase {
     // it. Made for every chunk, it was one more block of the event loop (a copy of the file's text: ≈ 10 MB for 5 MB).
     const vectors =
       prepared.vectors ??
-      (this.#embedder.embedTerms ? await this.#embedder.embedTerms(terms.map(splitTerms)) : await this.#embedder.embed(chunks.map((c) => indexText(file.filename, c))))
+      (this.#embedder.embedTerms ? await this.#embedder.embedTerms(decodeTerms(terms)) : await this.#embedder.embed(chunks.map((c) => indexText(file.filename, c))))
     validateVectors(vectors, chunks.length, this.#embedder.dimension)
     await this.#opts.checkRoom?.(storedBytes(chunks, vectors))
     const record: FileRecord = {
@@ -262,7 +262,8 @@ export class KnowledgeBase {
       chunks.map((c, i) => ({
         label: change.labels[i] as number,
         ref: [record.id, c.index],
-        terms: terms[i] as string,
+        coded: terms,
+        doc: i,
         vector: vectors[i] as Float32Array,
       })),
     )

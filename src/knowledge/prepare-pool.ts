@@ -21,7 +21,7 @@ import type { Chunk } from '../ingest/chunker.js'
 import { TimeSlicer } from '../retrieval/time-slice.js'
 import type { PrepareInput, PrepareOptions, Prepared } from './prepare.js'
 import type { JsonUpload } from './json-upload.js'
-import type { JoinedTerms } from '../retrieval/chunk-terms.js'
+import type { CodedTerms } from '../retrieval/chunk-terms.js'
 
 /** What the worker sends back (see prepare-worker.ts). */
 export interface PackedPrepared {
@@ -32,7 +32,7 @@ export interface PackedPrepared {
   numbers: Int32Array
   /** Per chunk, its heading path as JSON ('' for none, the common case). */
   headings: string[]
-  terms: JoinedTerms[]
+  terms: CodedTerms
   vectors: Float32Array | undefined
   dimension: number
 }
@@ -255,7 +255,7 @@ function limitError(message: string, cause?: unknown): GatewayError {
 /** Numbers per chunk in PackedPrepared.numbers. */
 export const CHUNK_NUMBERS = 5
 
-/** Unpacks in slices (a 20k-chunk file's chunks are 20k objects to make); the terms stay joined until BM25 takes them. */
+/** Unpacks in slices (a 20k-chunk file's chunks are 20k objects to make); the terms stay coded until BM25 takes them. */
 async function unpack(packed: PackedPrepared): Promise<Prepared> {
   const slicer = new TimeSlicer()
   const { terms, numbers, texts, headings } = packed

@@ -1,17 +1,16 @@
 /**
  * Worker-thread entry for prepare.ts: one job at a time from the pool (prepare-pool.ts). Results travel packed so the
- * main thread's share of the hand-over stays small: all vectors in one transferred Float32Array, each chunk's terms as
- * one NUL-joined string (a structured clone of hundreds of thousands of little strings cost the main thread more
- * than the work it saved), and the chunks as columns: their texts in one string, their numbers in one transferred
- * Int32Array, their heading paths as JSON strings. Receiving the chunks as objects was one block of the main thread
- * of 39–143 ms for the 14,730 chunks of 5 MB of prose (structured-clone deserialization, load 7); these columns take
- * ≈ 10 ms, and unpacking them into chunks runs in slices (prepare-pool.ts).
+ * main thread's share of the hand-over stays small: all vectors in one transferred Float32Array, the terms coded over
+ * the file's vocabulary in transferred arrays (chunk-terms.ts `CodedTerms`: a structured clone of hundreds of thousands
+ * of little strings cost the main thread more than the work it saved), and the chunks as columns: their texts in one
+ * string, their numbers in one transferred Int32Array, their heading paths as JSON strings. Receiving the chunks as
+ * objects was one block of the main thread of 39–143 ms for the 14,730 chunks of 5 MB of prose (structured-clone
+ * deserialization, load 7); these columns take ≈ 10 ms, and unpacking them into chunks runs in slices (prepare-pool.ts).
  */
 import { getHeapStatistics } from 'node:v8'
 import { parentPort } from 'node:worker_threads'
 import { GatewayError } from '../errors.js'
 import { readJsonUpload } from './json-upload.js'
-import { joinTerms } from '../retrieval/chunk-terms.js'
 import { prepareFile } from './prepare.js'
 import { CHUNK_NUMBERS, type PackedPrepared, type WorkerJob, type WorkerReply } from './prepare-pool.js'
 
@@ -43,16 +42,17 @@ port.on('message', (job: WorkerJob) => {
       p.vectors?.forEach((v, i) => flat.set(v, i * dimension))
       const numbers = new Int32Array(p.chunks.length * CHUNK_NUMBERS)
       p.chunks.forEach((c, i) => numbers.set([c.index, c.tokens, c.start, c.end, c.text.length], i * CHUNK_NUMBERS))
+      const { terms } = p
       const packed: PackedPrepared = {
         format: p.format,
         texts: p.chunks.map((c) => c.text).join(''),
         numbers,
         headings: p.chunks.map((c) => (c.headingPath.length === 0 ? '' : JSON.stringify(c.headingPath))),
-        terms: p.terms.map(joinTerms),
+        terms,
         vectors: p.vectors ? flat : undefined,
         dimension,
       }
-      port.postMessage({ id: job.id, memory: memory(), ok: packed } satisfies WorkerReply, [flat.buffer, numbers.buffer])
+      port.postMessage({ id: job.id, memory: memory(), ok: packed } satisfies WorkerReply, [flat.buffer, numbers.buffer, terms.codes.buffer as ArrayBuffer, terms.ends.buffer as ArrayBuffer])
     },
     (err: unknown) => fail(job.id, err),
   )

@@ -8,7 +8,7 @@
 import { gatewayError } from '../errors.js'
 import { chunkText, type Chunk } from '../ingest/chunker.js'
 import { DEFAULT_EXTRACT_LIMITS, extract, type ExtractLimits, type Format } from '../ingest/extract.js'
-import { chunkTerms, type JoinedTerms } from '../retrieval/chunk-terms.js'
+import { chunkTerms, codeTerms, type CodedTerms } from '../retrieval/chunk-terms.js'
 import { LocalEmbedder } from '../retrieval/embedder.js'
 
 export interface PrepareInput {
@@ -30,20 +30,20 @@ export interface PrepareOptions {
 export interface Prepared {
   format: Format
   chunks: Chunk[]
-  /** Each chunk's `analyze` terms (joined, from the prepare thread: chunk-terms.ts `JoinedTerms`). */
-  terms: ReadonlyArray<readonly string[] | JoinedTerms>
+  /** Each chunk's `analyze` terms, coded over the file's vocabulary (chunk-terms.ts `CodedTerms`). */
+  terms: CodedTerms
   /** One vector per chunk when `localDimension` was given. */
   vectors: Float32Array[] | undefined
 }
 
-export async function prepareFile(file: PrepareInput, o: PrepareOptions): Promise<Prepared & { terms: string[][] }> {
+export async function prepareFile(file: PrepareInput, o: PrepareOptions): Promise<Prepared> {
   const bytes = Buffer.from(file.bytes.buffer, file.bytes.byteOffset, file.bytes.byteLength)
   const extracted = await extract({ filename: file.filename, contentType: file.contentType, bytes }, o.limits ?? DEFAULT_EXTRACT_LIMITS)
   const chunks = chunkText(extracted, { chunkTokens: o.chunkTokens, overlapTokens: o.chunkOverlap, maxChunks: o.maxChunksPerFile })
   if (chunks.length === 0) throw gatewayError('empty_file', { param: 'file', message: `${file.filename} has no extractable text` })
   // Analyzed once for BM25 and the embedder, and each stretch of text once although chunks overlap.
-  const terms = chunkTerms(extracted.text, titleOf(file.filename), chunks)
-  const vectors = o.localDimension === undefined ? undefined : await new LocalEmbedder({ dimension: o.localDimension }).embedTerms(terms)
+  const terms = codeTerms(chunkTerms(extracted.text, titleOf(file.filename), chunks))
+  const vectors = o.localDimension === undefined ? undefined : new LocalEmbedder({ dimension: o.localDimension }).embedCoded(terms)
   return { format: extracted.format, chunks, terms, vectors }
 }
 

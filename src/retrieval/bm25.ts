@@ -118,31 +118,45 @@ export class Bm25Index {
 
   /** Index `terms` (from `analyze`) under `label`. Re-adding a label replaces its document. */
   add(label: number, terms: readonly string[]): void {
+    const seq = new Uint32Array(terms.length)
+    for (let i = 0; i < terms.length; i++) seq[i] = this.termId(terms[i] as string)
+    this.addIds(label, seq)
+  }
+
+  /**
+   * The id of `term` for `addIds`; a term not seen before gets one, with no documents yet (a search ignores it until
+   * a document has it). A file's distinct terms are looked up once this way, not once per occurrence (chunk-terms.ts
+   * `CodedTerms`).
+   */
+  termId(term: string): number {
+    let id = this.#termIds.get(term)
+    if (id === undefined) {
+      id = this.#postDocs.length
+      this.#termIds.set(term, id)
+      this.#postDocs.push(new Uint32Array(INITIAL_POSTINGS))
+      this.#postTfs.push(new Uint16Array(INITIAL_POSTINGS))
+      this.#postLen.push(0)
+      this.#df.push(0)
+      if (id >= this.#tf.length) this.#tf = grow(this.#tf, this.#tf.length * 2, Uint16Array)
+    }
+    return id
+  }
+
+  /** `add`, with the document's terms as ids from `termId`, in order. `seq` becomes the index's own: not to be changed after. */
+  addIds(label: number, seq: Uint32Array): void {
     if (this.#slotOf.has(label)) this.remove(label)
     if (this.#live >= this.#maxDocs) throw new RangeError(`Bm25Index: more than ${this.#maxDocs} documents`)
-    const seq = new Uint32Array(terms.length)
     const unique: number[] = []
-    let pos = 0
-    for (const t of terms) {
-      let id = this.#termIds.get(t)
-      if (id === undefined) {
-        id = this.#postDocs.length
-        this.#termIds.set(t, id)
-        this.#postDocs.push(new Uint32Array(INITIAL_POSTINGS))
-        this.#postTfs.push(new Uint16Array(INITIAL_POSTINGS))
-        this.#postLen.push(0)
-        this.#df.push(0)
-        if (id >= this.#tf.length) this.#tf = grow(this.#tf, this.#tf.length * 2, Uint16Array)
-      }
+    for (let i = 0; i < seq.length; i++) {
+      const id = seq[i] as number
       // Term frequencies counted in a scratch array indexed by term id (a Map per document cost 2× here).
       const tf = this.#tf[id] as number
       if (tf === 0) unique.push(id)
       if (tf < 0xffff) this.#tf[id] = tf + 1
-      seq[pos++] = id
     }
     const slot = this.#newSlot()
     this.#slotLabel[slot] = label
-    this.#slotLen[slot] = terms.length
+    this.#slotLen[slot] = seq.length
     this.#slotAlive[slot] = 1
     for (const id of unique) {
       this.#append(id, slot, this.#tf[id] as number)
@@ -152,7 +166,7 @@ export class Bm25Index {
     this.#slotTerms[slot] = seq
     this.#slotOf.set(label, slot)
     this.#live++
-    this.#totalLen += terms.length
+    this.#totalLen += seq.length
   }
 
   /** Forget `label`; false if it was not indexed. */

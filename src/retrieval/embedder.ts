@@ -7,6 +7,7 @@
  */
 import { hashText, mix } from '../context/range-cache.js'
 import { analyze } from './analyzer.js'
+import { vocabularyOf, type CodedTerms } from './chunk-terms.js'
 
 /** What lets a caller give up on work done for it: the client's departure, when it has one. */
 export interface Cancel {
@@ -88,6 +89,63 @@ export class LocalEmbedder implements Embedder {
     return this.#vector(analyze(text))
   }
 
+  /**
+   * `embedTerms` of every chunk of a file whose terms are coded over its vocabulary (chunk-terms.ts `CodedTerms`), with
+   * each distinct term's features hashed once rather than at every occurrence: the same vectors, bit for bit (the
+   * same additions in the same order). For 5 MB of prose (≈ 1.9M terms, ≈ 25k distinct) hashing per occurrence was
+   * ≈ a quarter of the prepare thread's time.
+   */
+  embedCoded(coded: CodedTerms): Float32Array[] {
+    const vocab = vocabularyOf(coded)
+    // Mostly distinct terms (base64: nearly every term once): a table of features would be made to be read once.
+    if (vocab.length * 2 > coded.codes.length) return this.#perOccurrence(vocab, coded)
+    // Each distinct term's features in the order #vector adds them: slots `starts[k]` .. `starts[k + 1]` of at/weight.
+    const starts = new Uint32Array(vocab.length + 1)
+    for (let k = 0; k < vocab.length; k++) starts[k + 1] = (starts[k] as number) + featureCount(vocab[k] as string)
+    const at = new Uint32Array(starts[vocab.length] as number)
+    // Float64: the signed weight as #vector adds it (0.35 as a float32 would round differently).
+    const weight = new Float64Array(at.length)
+    const mask = this.#mask
+    let f = 0
+    // The same signed hashing as #vector's `add`, recorded instead of added.
+    const put = (h: number, w: number): void => {
+      at[f] = h & mask
+      weight[f++] = h & 0x80000000 ? -w : w
+    }
+    for (const term of vocab) {
+      put(hashText(term), W_TERM)
+      addTrigrams(term, put)
+    }
+    const { codes, ends } = coded
+    const out: Float32Array[] = []
+    let from = 0
+    for (const end of ends) {
+      const v = new Float32Array(this.dimension)
+      for (let k = from; k < end; k++) {
+        const code = codes[k] as number
+        for (let j = starts[code] as number, z = starts[code + 1] as number; j < z; j++) {
+          const i = at[j] as number
+          v[i] = (v[i] as number) + (weight[j] as number)
+        }
+      }
+      out.push(normalise(v))
+      from = end
+    }
+    return out
+  }
+
+  #perOccurrence(vocab: readonly string[], { codes, ends }: CodedTerms): Float32Array[] {
+    const out: Float32Array[] = []
+    let from = 0
+    for (const end of ends) {
+      const terms = new Array<string>(end - from)
+      for (let k = from; k < end; k++) terms[k - from] = vocab[codes[k] as number] as string
+      out.push(this.#vector(terms))
+      from = end
+    }
+    return out
+  }
+
   #vector(terms: readonly string[]): Float32Array {
     const v = new Float32Array(this.dimension)
     const mask = this.#mask
@@ -103,6 +161,11 @@ export class LocalEmbedder implements Embedder {
     }
     return normalise(v)
   }
+}
+
+/** How many features #vector adds for a term: itself, and a trigram per character once it has two. */
+function featureCount(term: string): number {
+  return 1 + (term.length < 2 ? 0 : term.length)
 }
 
 /** `v` scaled in place to unit length (a zero vector stays zero), and returned. */

@@ -38,7 +38,7 @@ import { DEFAULT_RRF_K, reciprocalRankFusion } from './fusion.js'
 import { DEFAULT_SLICE_MS, TimeSlicer } from './time-slice.js'
 import { DEFAULT_HNSW, VectorIndex, type HnswParams } from './vector-index.js'
 import { FreshVectors, mergeRankings } from './fresh-vectors.js'
-import { splitTerms, type JoinedTerms } from './chunk-terms.js'
+import { vocabularyOf, type CodedTerms } from './chunk-terms.js'
 
 export type DocRef = ReadonlyArray<string | number>
 export type SearchMode = 'hybrid' | 'bm25' | 'vector'
@@ -53,12 +53,13 @@ export interface IndexedDoc {
 }
 
 /**
- * A committed document handed to `applyAdd`: its vector, and its text or the terms already analyzed from it (as a
- * list, or joined: chunk-terms.ts `JoinedTerms`, split only as BM25 takes them).
+ * A committed document handed to `applyAdd`: its vector, and its text, the terms already analyzed from it, or where
+ * its terms are in a file's coded terms (chunk-terms.ts `CodedTerms`: chunk `doc` of `coded`).
  */
 export type AddedIndexDoc = Pick<IndexedDoc, 'label' | 'ref'> & { vector: Float32Array } & (
-    | { text: string; terms?: undefined }
-    | { text?: undefined; terms: readonly string[] | JoinedTerms }
+    | { text: string; terms?: undefined; coded?: undefined }
+    | { text?: undefined; terms: readonly string[]; coded?: undefined }
+    | { text?: undefined; terms?: undefined; coded: CodedTerms; doc: number }
   )
 
 export interface NamespaceMeta {
@@ -447,8 +448,18 @@ export class SearchIndex {
       // Over the bound: what is waiting goes into the graph first, then whatever of this addition does not fit.
       if (entry.fresh.size > 0 && entry.fresh.size + docs.length > this.#maxFresh) await this.#drainNow(entry, vectors, slicer)
       const direct = Math.max(0, docs.length - this.#maxFresh)
+      // Per coded file (normally one): its vocabulary's BM25 term ids, made once.
+      const termIds = new Map<CodedTerms, Uint32Array>()
       for (const d of docs) {
-        entry.bm25.add(d.label, d.terms !== undefined ? this.#lexical(splitTerms(d.terms)) : this.#terms(d.text))
+        if (d.coded !== undefined) {
+          let ids = termIds.get(d.coded)
+          if (ids === undefined) termIds.set(d.coded, (ids = await this.#vocabularyIds(entry.bm25, d.coded, slicer)))
+          const { codes, ends } = d.coded
+          const from = d.doc === 0 ? 0 : (ends[d.doc - 1] as number)
+          const seq = new Uint32Array((ends[d.doc] as number) - from)
+          for (let k = 0; k < seq.length; k++) seq[k] = ids[codes[from + k] as number] as number
+          entry.bm25.addIds(d.label, seq)
+        } else entry.bm25.add(d.label, d.terms !== undefined ? this.#lexical(d.terms) : this.#terms(d.text))
         entry.refs.set(d.label, d.ref)
         if (slicer.due()) await slicer.pause()
       }
@@ -464,6 +475,18 @@ export class SearchIndex {
       // of this namespace wait for the graph to hold these vectors.
       if (entry.fresh.size > 0) void this.#enqueue(entry, () => this.#drain(namespace, entry))
     })
+  }
+
+  /** The BM25 term id of each term of a coded file's vocabulary (folded as every BM25 term is), in slices. */
+  async #vocabularyIds(bm25: Bm25Index, coded: CodedTerms, slicer: TimeSlicer): Promise<Uint32Array> {
+    const vocab = vocabularyOf(coded)
+    const ids = new Uint32Array(vocab.length)
+    for (let from = 0; from < vocab.length; from += 1024) {
+      const terms = this.#lexical(vocab.slice(from, from + 1024))
+      for (let i = 0; i < terms.length; i++) ids[from + i] = bm25.termId(terms[i] as string)
+      if (slicer.due()) await slicer.pause()
+    }
+    return ids
   }
 
   /** Runs in the entry's queue: move the fresh vectors into the graph, in slices; a search between two sees each once. */
