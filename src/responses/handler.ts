@@ -188,16 +188,19 @@ function openStream(turn: Turn): { translator: ResponseStreamTranslator; text: s
     newId,
     customTools: turn.r.customTools,
     // completed_at as the JSON answer and the stored response have it: set once the reply is complete, else null.
-    base: (status, output, usage, error, incompleteDetails) =>
+    base: (status, output, usage, error, incompleteDetails, outputJson) =>
       new JsonText(
-        json.render({
-          status,
-          output,
-          usage,
-          error,
-          incompleteDetails,
-          completedAt: turn.completedAt !== undefined && status !== 'failed' ? unixSeconds(turn.completedAt) : null,
-        }),
+        json.render(
+          {
+            status,
+            output,
+            usage,
+            error,
+            incompleteDetails,
+            completedAt: turn.completedAt !== undefined && status !== 'failed' ? unixSeconds(turn.completedAt) : null,
+          },
+          outputJson,
+        ),
       ),
     ...(turn.fileSearch === undefined ? {} : { leading: [turn.fileSearch] }),
   })

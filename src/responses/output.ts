@@ -209,9 +209,13 @@ export class ResponseJson {
     this.#texts.push(withJsonFields(text, extra))
   }
 
-  render(s: ResponseState): string {
+  /** `outputJson`: `s.output` as JSON text when the caller has it already (the stream made its items' text). */
+  render(s: ResponseState, outputJson?: string): string {
     let out = this.#texts[0] as string
-    for (let i = 0; i < this.#slots.length; i++) out += JSON.stringify(s[this.#slots[i] as keyof ResponseState] ?? null) + (this.#texts[i + 1] as string)
+    for (let i = 0; i < this.#slots.length; i++) {
+      const slot = this.#slots[i] as keyof ResponseState
+      out += (slot === 'output' && outputJson !== undefined ? outputJson : JSON.stringify(s[slot] ?? null)) + (this.#texts[i + 1] as string)
+    }
     return out
   }
 }
