@@ -139,8 +139,9 @@ t.test('text pieces are translated without a parse, into the events a parse give
   const chunks = [chunk({ role: 'assistant', content: '' }), text('Hel'), text('lo "quoted" \\ é\n'), text('!'), chunk({}, 'stop'), usageChunk()]
   const parsed = run(chunks)
   const unparsed = run(chunks, undefined, true)
-  // The first text piece opens the message and the next two continue it, all three without a parse.
-  t.equal(unparsed.fast, 3)
+  // The role's event (no text) makes nothing, the first text piece opens the message and the next two continue it,
+  // all four without a parse.
+  t.equal(unparsed.fast, 4)
   t.strictSame(unparsed.events, parsed.events)
   t.strictSame(checkResponseStream(unparsed.events), [])
   t.equal(unparsed.finish.output.length, 1)

@@ -120,13 +120,21 @@ export class ResponseStreamTranslator {
   }
 
   /**
-   * A piece of text read without parsing its event (chat/content-delta.ts): the `response.output_text.delta` event,
-   * encoded, when the piece simply continues the open message's text; undefined otherwise, and the caller pushes the
-   * parsed chunk instead. The text is written as the upstream escaped it (`piece.json`), the rest as `push` would
-   * make it: the same event, without building and serialising an object per piece.
+   * A piece of text read without parsing its event (chat/content-delta.ts): what `push` would make of the event,
+   * encoded, when the piece simply continues the open message's text (a `response.output_text.delta`) or is empty (the
+   * role's event, the finish's: nothing, the finish reason kept); undefined otherwise, and the caller pushes the parsed
+   * chunk instead. The text is written as the upstream escaped it (`piece.json`), the rest as `push` would make it:
+   * the same events, without building and serialising an object per piece, nor parsing the event.
    */
-  pushText(piece: { readonly text: string; readonly json: string; readonly finishes: boolean }): string | undefined {
-    if (this.#phase !== 'streaming' || piece.finishes || piece.text === '' || this.#calls.size > 0) return undefined
+  pushText(piece: { readonly text: string; readonly json: string; readonly finishReason: string | null }): string | undefined {
+    if (this.#phase !== 'streaming') return undefined
+    const out = piece.text === '' ? '' : this.#textEvents(piece)
+    if (out !== undefined && piece.finishReason !== null) this.#finishReason = piece.finishReason
+    return out
+  }
+
+  #textEvents(piece: { readonly text: string; readonly json: string }): string | undefined {
+    if (this.#calls.size > 0) return undefined
     const m = this.#open
     if (m === undefined) {
       // The first text: the message and its part open as `push` opens them (what a text-only event makes there).
