@@ -25,7 +25,6 @@
 import { isObject } from '../types.js'
 import type { NewId, ResponseItem } from './item-types.js'
 import * as ev from './stream-events.js'
-import { JsonText } from './stream-events.js'
 import { ToolCallTracker, completeJson, type TrackedCall } from './tool-call-tracker.js'
 import { flattenAnnotations, mapUsage, reasoningItem, statusFromFinish, toolCallItem, type ResponseStatus, type ResponseUsage } from './output.js'
 
@@ -377,7 +376,7 @@ export class ResponseStreamTranslator {
 
   /** A snapshot event: spliced around the snapshot's text when it is rendered as text. */
   #snapshot(type: string, response: object): ResponseEvent {
-    return response instanceof JsonText ? ev.snapshotEvent(type, this.#seq++, response) : this.#event(type, { response })
+    return response instanceof ev.JsonText ? ev.snapshotEvent(type, this.#seq++, response) : this.#event(type, { response })
   }
 
   #failure(): ErrorBody {
