@@ -12,14 +12,16 @@ const event = (delta: Record<string, unknown>, extra: Record<string, unknown> = 
   JSON.stringify({ id: 'gen-1', provider: 'OpenAI', model: 'openai/gpt-4o', object: 'chat.completion.chunk', created: 1, choices: [{ index: 0, delta, finish_reason: finish, native_finish_reason: finish, logprobs: null }], ...extra })
 
 t.test('the events a stream is made of are read without a parse', async (t) => {
-  t.same(contentDelta(event({ content: 'Hello' })), { text: 'Hello', json: '"Hello"', finishes: false })
-  t.same(contentDelta(event({ role: 'assistant', content: ' world' })), { text: ' world', json: '" world"', finishes: false })
+  t.same(contentDelta(event({ content: 'Hello' })), { text: 'Hello', json: '"Hello"', finishReason: null })
+  t.same(contentDelta(event({ role: 'assistant', content: ' world' })), { text: ' world', json: '" world"', finishReason: null })
   // Escapes are decoded; the JSON text is kept as the upstream wrote it.
-  t.same(contentDelta(event({ content: 'a "b" \\ c\nd\u00e9' })), { text: 'a "b" \\ c\nd\u00e9', json: JSON.stringify('a "b" \\ c\nd\u00e9'), finishes: false })
-  t.same(contentDelta('{"choices":[{"index":0,"delta":{"content":"caf\\u00e9"}}]}'), { text: 'café', json: '"caf\\u00e9"', finishes: false })
+  t.same(contentDelta(event({ content: 'a "b" \\ c\nd\u00e9' })), { text: 'a "b" \\ c\nd\u00e9', json: JSON.stringify('a "b" \\ c\nd\u00e9'), finishReason: null })
+  t.same(contentDelta('{"choices":[{"index":0,"delta":{"content":"caf\\u00e9"}}]}'), { text: 'café', json: '"caf\\u00e9"', finishReason: null })
   // A string ending in a backslash: the quote after an even run of backslashes closes it.
   t.same(contentDelta(event({ content: 'end\\\\' }))?.text, 'end\\\\')
-  t.equal(contentDelta(event({ content: 'last' }, {}, 'stop'))?.finishes, true)
+  t.equal(contentDelta(event({ content: 'last' }, {}, 'stop'))?.finishReason, 'stop')
+  t.equal(contentDelta(event({ content: '' }, {}, 'length'))?.finishReason, 'length')
+  t.equal(contentDelta(event({ content: 'x' }, {}, 'st\\op')), undefined, 'an escaped finish reason is left to the parse')
 })
 
 t.test('everything else is left to the parse', async (t) => {
@@ -43,8 +45,8 @@ t.test('everything else is left to the parse', async (t) => {
   t.equal(contentDelta(event({ content: 'the "usage": and "error": fields' }))?.text, 'the "usage": and "error": fields')
   // The scans' anchors elsewhere in the event: a `delta` or a backslash in an earlier or later field, a key like `mirror`.
   const earlier = event({ content: 'x\\y' }, { model: 'delta/delta-1 "q"', mirror: 'a\\b' })
-  t.same(contentDelta(earlier), { text: 'x\\y', json: JSON.stringify('x\\y'), finishes: false })
-  t.same(contentDelta(event({ content: 'plain' }, { model: 'a\\"delta":{' })), { text: 'plain', json: '"plain"', finishes: false })
+  t.same(contentDelta(earlier), { text: 'x\\y', json: JSON.stringify('x\\y'), finishReason: null })
+  t.same(contentDelta(event({ content: 'plain' }, { model: 'a\\"delta":{' })), { text: 'plain', json: '"plain"', finishReason: null })
   t.equal(contentDelta(event({ content: 'x' }, { terror: 1 })), undefined, 'a key ending in error, as before')
 })
 
@@ -59,13 +61,13 @@ t.test('choiceDeltaOnly: choice 0 carries a delta and nothing is a usage or an e
 })
 
 /** What the relay did before: parse, and read the text and whether anything else needs acting on. */
-function parsed(data: string): { text: string; plain: boolean; finishes: boolean } {
+function parsed(data: string): { text: string; plain: boolean; finishReason: string | null } {
   const c = JSON.parse(data) as { choices?: { index?: number; delta?: Record<string, unknown>; finish_reason?: unknown }[]; usage?: unknown; error?: unknown }
   const choice = c.choices?.[0]
   const delta = choice?.delta ?? {}
   const keys = Object.keys(delta).filter((k) => !(k === 'role' && delta.role === 'assistant'))
   const plain = c.usage === undefined && c.error === undefined && c.choices?.length === 1 && choice?.index === 0 && keys.length === 1 && keys[0] === 'content' && typeof delta.content === 'string'
-  return { text: typeof delta.content === 'string' ? delta.content : '', plain, finishes: typeof choice?.finish_reason === 'string' }
+  return { text: typeof delta.content === 'string' ? delta.content : '', plain, finishReason: typeof choice?.finish_reason === 'string' ? choice.finish_reason : null }
 }
 
 t.test('whenever it answers, it agrees with JSON.parse (property)', async (t) => {
@@ -88,7 +90,7 @@ t.test('whenever it answers, it agrees with JSON.parse (property)', async (t) =>
     more: rarely,
     usage: rarely,
     error: rarely,
-    finish: fc.constantFrom(null, 'stop', 'length'),
+    finish: fc.constantFrom(null, 'stop', 'length', 'error', 'a"b', 'a\\b', 'stop\u0000'),
     // What the scans look for, elsewhere in the event.
     model: fc.constantFrom('openai/gpt-4o', 'delta/delta-1', 'a\\"b', 'x"delta":{', 'mirror":'),
   }).map(({ delta, more, usage, error, finish, model }) => {
@@ -109,7 +111,7 @@ t.test('whenever it answers, it agrees with JSON.parse (property)', async (t) =>
       if (!slow.plain) throw new Error(`answered for an event that needs a parse: ${data}`)
       if (fast.text !== slow.text) throw new Error(`text ${JSON.stringify(fast.text)} != ${JSON.stringify(slow.text)}`)
       if (JSON.parse(fast.json) !== slow.text) throw new Error(`json ${fast.json}`)
-      if (fast.finishes !== slow.finishes) throw new Error(`finishes ${fast.finishes} != ${slow.finishes}`)
+      if (fast.finishReason !== slow.finishReason) throw new Error(`finishReason ${String(fast.finishReason)} != ${String(slow.finishReason)}`)
     }),
     { numRuns: 2000 },
   )

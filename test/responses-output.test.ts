@@ -3,7 +3,7 @@
  * the Response object as OpenAI sends it.
  */
 import t from 'tap'
-import { completionToOutput, mapUsage, ResponseJson, responseObject, statusFromFinish, withJsonFields, type ResponseState } from '../src/responses/output.js'
+import { completionToOutput, ECHO_DEFAULTS, mapUsage, ResponseJson, responseObject, statusFromFinish, withJsonFields, type ResponseState } from '../src/responses/output.js'
 import { parseResponsesRequest } from '../src/responses/request.js'
 
 function counter(): (prefix: string) => string {
@@ -315,4 +315,45 @@ t.test('withJsonFields appends fields already in JSON to the text of an object',
   t.equal(withJsonFields('{"a":1}', { b: '[2]', 'c"d': 'null' }), '{"a":1,"b":[2],"c\\"d":null}')
   t.equal(withJsonFields('{}', { b: '2' }), '{"b":2}')
   t.equal(withJsonFields('{"a":1}', {}), '{"a":1}')
+})
+
+t.test('ResponseJson: echoes that differ in any field never share a cached shape; the defaults, set or left out, render alike', async (t) => {
+  const echoes: Record<string, unknown>[] = [
+    {},
+    { ...ECHO_DEFAULTS },
+    JSON.parse(JSON.stringify(ECHO_DEFAULTS)) as Record<string, unknown>,
+    { instructions: null },
+    { instructions: 'null' },
+    { instructions: '' },
+    { instructions: ',' },
+    { instructions: ',', store: false },
+    { instructions: null, store: ',false' },
+    { store: false },
+    { store: 'false' },
+    { temperature: '1' },
+    { temperature: 0.5, top_p: 0.5 },
+    { top_p: 0.5 },
+    { tools: [] },
+    { tools: [{ type: 'function', name: 'f' }] },
+    { metadata: { a: '1' } },
+    { metadata: {} },
+    { text: { format: { type: 'text' } } },
+    { text: { format: { type: 'text' }, verbosity: 'low' } },
+    { reasoning: { effort: 'low', summary: null } },
+    { user: 'u' },
+    { safety_identifier: 'u' },
+    { not_an_echo_field: 1 },
+  ]
+  const s: ResponseState = { status: 'completed', output: [], usage: mapUsage({ prompt_tokens: 1 }), error: null, incompleteDetails: null, completedAt: 3 }
+  // Twice: the second pass renders every echo from the shape the first one cached.
+  for (const pass of [1, 2]) {
+    for (const [i, echo] of echoes.entries()) {
+      for (const conversationId of [null, 'conv_1']) {
+        const fixed = { id: `resp_${i}`, createdAt: 1, model: 'a/b', echo, previousResponseId: null, conversationId }
+        t.equal(new ResponseJson(fixed).render(s), JSON.stringify(responseObject({ ...fixed, ...s })), `pass ${pass}: ${JSON.stringify(echo)}${conversationId === null ? '' : ', in a conversation'}`)
+      }
+    }
+  }
+  const req = parseResponsesRequest({ model: 'a/b', input: 'hi' }, { maxInputItems: 10 }, { newId: counter() })
+  for (const k of ['tools', 'text', 'reasoning', 'metadata'] as const) t.equal(req.echo[k], ECHO_DEFAULTS[k], `a request that sets no ${k} echoes the default itself`)
 })

@@ -11,7 +11,8 @@ import fc from 'fast-check'
 import './helpers/fc-seed.js'
 import { isDeepStrictEqual } from 'node:util'
 import { JsonText, ResponseStreamTranslator, encodeEvent, type ResponseEvent } from '../src/responses/stream-translator.js'
-import { completionToOutput, responseObject } from '../src/responses/output.js'
+import { completionToOutput, ResponseJson, responseObject } from '../src/responses/output.js'
+import * as ev from '../src/responses/stream-events.js'
 import { checkResponseStream } from './helpers/responses-stream-checker.js'
 import { contentDelta } from '../src/chat/content-delta.js'
 
@@ -20,12 +21,21 @@ function counter(): (prefix: string) => string {
   return (prefix) => `${prefix}_${++n}`
 }
 
-function translator(customTools: ReadonlySet<string> = new Set()): ResponseStreamTranslator {
+const FIXED = { id: 'resp_1', createdAt: 1, model: 'openai/gpt-4o', echo: {}, previousResponseId: null, conversationId: null }
+
+/**
+ * `asText`: the snapshots rendered as JSON text, as the handler renders them (ResponseJson, with the output's text the
+ * translator made); otherwise the Response object itself, serialized whole.
+ */
+function translator(customTools: ReadonlySet<string> = new Set(), asText = false): ResponseStreamTranslator {
+  const json = new ResponseJson(FIXED)
   return new ResponseStreamTranslator({
     newId: counter(),
     customTools,
-    base: (status, output, usage, error, incompleteDetails) =>
-      responseObject({ id: 'resp_1', createdAt: 1, model: 'openai/gpt-4o', status, output, usage, error, incompleteDetails, echo: {}, previousResponseId: null, conversationId: null }),
+    base: (status, output, usage, error, incompleteDetails, outputJson) =>
+      asText
+        ? new JsonText(json.render({ status, output, usage, error, incompleteDetails }, outputJson))
+        : responseObject({ ...FIXED, status, output, usage, error, incompleteDetails }),
   })
 }
 
@@ -58,8 +68,9 @@ function run(
   chunks: Record<string, unknown>[],
   customTools?: ReadonlySet<string>,
   unparsed = false,
-): { events: Record<string, unknown>[]; finish: ReturnType<ResponseStreamTranslator['finish']>; fast: number } {
-  const tr = translator(customTools)
+  asText = false,
+): { events: Record<string, unknown>[]; finish: ReturnType<ResponseStreamTranslator['finish']>; fast: number; text: string } {
+  const tr = translator(customTools, asText)
   const wire: string[] = tr.start().map(encodeEvent)
   let fast = 0
   for (const c of chunks) {
@@ -78,7 +89,7 @@ function run(
     if (event !== `event: ${String(parsed.type)}`) throw new Error(`frame's event line ${event} does not match its type ${String(parsed.type)}`)
     return parsed
   }))
-  return { events, finish, fast }
+  return { events, finish, fast, text: wire.join('') }
 }
 
 const types = (events: Record<string, unknown>[]): string[] => events.map((e) => String(e.type))
@@ -128,8 +139,9 @@ t.test('text pieces are translated without a parse, into the events a parse give
   const chunks = [chunk({ role: 'assistant', content: '' }), text('Hel'), text('lo "quoted" \\ é\n'), text('!'), chunk({}, 'stop'), usageChunk()]
   const parsed = run(chunks)
   const unparsed = run(chunks, undefined, true)
-  // The first text piece opens the message and the next two continue it, all three without a parse.
-  t.equal(unparsed.fast, 3)
+  // The role's event (no text) makes nothing, the first text piece opens the message and the next two continue it,
+  // all four without a parse.
+  t.equal(unparsed.fast, 4)
   t.strictSame(unparsed.events, parsed.events)
   t.strictSame(checkResponseStream(unparsed.events), [])
   t.equal(unparsed.finish.output.length, 1)
@@ -544,9 +556,72 @@ t.test('a reply streamed in any pieces gives the output its non-stream completio
       // The relay translates text-only events without parsing them: the client must see the same events.
       const unparsed = run(chunks, custom, true)
       if (!isDeepStrictEqual(unparsed.events, events)) throw new Error(`unparsed ${JSON.stringify(unparsed.events)}\nparsed   ${JSON.stringify(events)}`)
+      // The handler's snapshots are text and the text message's events come from templates: the same bytes as the
+      // objects serialized whole.
+      const asText = run(chunks, custom, true, true)
+      if (asText.text !== unparsed.text) throw new Error(`as text ${asText.text}\nobjects ${unparsed.text}`)
     },
   )
   const details = fc.check(property, { seed: SEED, numRuns: 300 })
   if (details.failed) t.fail(`FC_SEED=${SEED}: ${fc.defaultReportMessage(details) ?? 'property failed'}`)
   else t.pass(`holds for ${details.numRuns} runs (FC_SEED=${SEED})`)
+})
+
+t.test('the event templates make the text JSON.stringify makes of the event objects', async (t) => {
+  const texts = ['', 'Hello', 'a "quoted" \\ slash\n\ttab \u2028 é 😀 \u0000 </script>', '\ud800 lone surrogate']
+  const ids = ['msg_1', 'msg_"odd"\n']
+  for (const id of ids) {
+    for (const [index, contentIndex] of [[0, 0], [3, 12]] as const) {
+      const where = ev.partWhere(id, index, contentIndex)
+      const at = { item_id: id, output_index: index, content_index: contentIndex }
+      const same = (e: ev.EncodedEvent, object: Record<string, unknown>, name: string): void => {
+        t.equal(e.data, JSON.stringify(object), `${name} ${JSON.stringify(id)} ${index}/${contentIndex}`)
+        t.equal(ev.encodeEvent(e), ev.encodeEvent(object as ev.EventObject), `${name}: the frame`)
+      }
+      same(ev.messageAdded(7, id, index), { type: 'response.output_item.added', sequence_number: 7, output_index: index, item: { id, type: 'message', status: 'in_progress', content: [], role: 'assistant' } }, 'messageAdded')
+      same(ev.textPartAdded(8, where), { type: 'response.content_part.added', sequence_number: 8, ...at, part: ev.emptyPart('output_text') }, 'textPartAdded')
+      for (const text of texts) {
+        const json = JSON.stringify(text)
+        same(ev.textDelta(9, where, json), { type: 'response.output_text.delta', sequence_number: 9, ...at, delta: text, logprobs: [] }, 'textDelta')
+        t.equal(ev.textDeltaFrame(9, where, json), ev.encodeEvent(ev.textDelta(9, where, json)), 'textDeltaFrame')
+        same(ev.textDone(10, where, json), { type: 'response.output_text.done', sequence_number: 10, ...at, text, logprobs: [] }, 'textDone')
+        for (const annotations of [[], [{ type: 'url_citation', start_index: 0, end_index: 4, url: 'https://x/"y"', title: 'X' }]]) {
+          const part = ev.finalPart({ type: 'output_text', text, annotations })
+          const partJson = ev.textPartJson(annotations, json)
+          t.equal(partJson, JSON.stringify(part), 'textPartJson')
+          same(ev.partDone(11, where, partJson), { type: 'response.content_part.done', sequence_number: 11, ...at, part }, 'partDone')
+          for (const status of ['completed', 'incomplete'] as const) {
+            const refusal = JSON.stringify(ev.finalPart({ type: 'refusal', refusal: text }))
+            const item = { id, type: 'message', status, content: [part, JSON.parse(refusal) as unknown], role: 'assistant' }
+            const itemJson = ev.messageItemJson(id, status, [partJson, refusal])
+            t.equal(itemJson, JSON.stringify(item), 'messageItemJson')
+            same(ev.itemDone(12, index, itemJson), { type: 'response.output_item.done', sequence_number: 12, output_index: index, item }, 'itemDone')
+          }
+        }
+      }
+    }
+  }
+  const response = responseObject({ ...FIXED, status: 'in_progress', output: [], usage: null, error: null, incompleteDetails: null })
+  const snapshot = ev.snapshotEvent('response.created', 0, new JsonText(JSON.stringify(response)))
+  t.equal(ev.encodeEvent(snapshot), ev.encodeEvent({ type: 'response.created', sequence_number: 0, response }))
+  // Serialized by anything else, an encoded event is still its JSON (not `{}`).
+  t.equal(JSON.stringify([snapshot]), JSON.stringify([{ type: 'response.created', sequence_number: 0, response }]))
+})
+
+t.test('snapshots rendered as text: the same bytes as the Response object serialized, in every kind of stream', async (t) => {
+  const scenarios: Array<[string, Record<string, unknown>[]]> = [
+    ['text', [chunk({ role: 'assistant', content: '' }), text('Hel'), text('lo "q" \u2028'), chunk({}, 'stop'), usageChunk()]],
+    ['text, refusal, text', [text('a'), chunk({ refusal: 'No.' }), text('b'), chunk({}, 'stop')]],
+    ['citation', [text('see'), chunk({ annotations: [{ type: 'url_citation', url_citation: { url: 'https://x', title: 'X', start_index: 0, end_index: 3 } }] }), chunk({}, 'length')]],
+    ['reasoning, text, call', [chunk({ reasoning: 'think' }), text('ok'), chunk({ tool_calls: [call(0, { id: 'c', name: 'f', args: '{}' })] }), chunk({}, 'tool_calls')]],
+    ['nothing', [chunk({}, 'stop')]],
+    ['error chunk', [text('Hi'), { id: 'gen-1', error: { code: 502, message: 'gone' }, choices: [{ index: 0, delta: { content: '' }, finish_reason: 'error' }] }]],
+  ]
+  for (const [name, chunks] of scenarios) {
+    for (const unparsed of [false, true]) t.equal(run(chunks, undefined, unparsed, true).text, run(chunks, undefined, unparsed).text, `${name}${unparsed ? ', unparsed' : ''}`)
+  }
+  const objects = translator()
+  const texts = translator(undefined, true)
+  const wire = (tr: ResponseStreamTranslator): string => [...tr.start(), ...tr.push(text('partial')), ...tr.fail({ code: 'server_error', message: 'x' })].map(ev.encodeEvent).join('')
+  t.equal(wire(texts), wire(objects), 'a failed stream')
 })

@@ -21,6 +21,7 @@
 const HEAD = '"choices":[{"index":0,"delta":{'
 const ROLE = '"role":"assistant",'
 const CONTENT = '"content":"'
+const FINISH = '"finish_reason":"'
 const BACKSLASH = 0x5c
 const CLOSE_BRACE = 0x7d
 const LOWER_E = 0x65
@@ -32,8 +33,8 @@ export interface ContentDelta {
   readonly text: string
   /** The same piece as JSON text (a string literal with its quotes), ready to be written into another event. */
   readonly json: string
-  /** The event also carries a `finish_reason` that is not null. */
-  readonly finishes: boolean
+  /** The event's `finish_reason` when it is a string (it has no escapes: read as it is written), else null. */
+  readonly finishReason: string | null
 }
 
 /** See the module comment; `undefined` means "parse this event". */
@@ -59,8 +60,17 @@ export function contentDelta(data: string): ContentDelta | undefined {
     return undefined
   }
   // `"finish_reason":"` (a string value) and not `native_finish_reason`, which the leading quote rules out.
-  const finishes = data.indexOf('"finish_reason":"', close) !== -1
-  return { text, json, finishes }
+  const finish = data.indexOf(FINISH, close)
+  let finishReason: string | null = null
+  if (finish !== -1) {
+    const from = finish + FINISH.length
+    const end = data.indexOf('"', from)
+    const backslash = data.indexOf('\\', from)
+    // An escaped finish reason (none is) is left to the parse.
+    if (end === -1 || (backslash !== -1 && backslash < end)) return undefined
+    finishReason = data.slice(from, end)
+  }
+  return { text, json, finishReason }
 }
 
 /**

@@ -87,7 +87,7 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
     if (r.conversationId !== undefined && !(await conversationExists(o, tenant, r.conversationId))) {
       throw gatewayError('not_found', { message: `Conversation with id '${r.conversationId}' not found.`, param: 'conversation' })
     }
-    const input = await resolveReferences(r.input, o.responses, tenant.id)
+    const input = r.input.some((item) => item.type === 'item_reference') ? await resolveReferences(r.input, o.responses, tenant.id) : r.input
     if (chain !== undefined) checkPendingCalls(chain, input)
     const inputMessages = itemsToMessages(input)
     const messages: ChatMessage[] =
@@ -132,7 +132,7 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
         metadataJson: '',
         includeUsage: true,
         maxEventBytes: o.limits.maxEventBytes,
-        saves: r.store || savesToSession(chatReq),
+        saves: saves(turn),
         onFirstToken: () => {
           ctx.facts.ttftMs = o.clock() - call.sentAt
         },
@@ -153,6 +153,7 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
           const f = finished
           if (f === undefined) throw new Error('the stream completed without finishing')
           turn.completedAt = o.now()
+          if (!saves(turn)) return
           await persist(o, turn, reply, { status: f.status, output: f.output, usage: f.usage, incompleteDetails: f.incompleteDetails, completedAt: turn.completedAt })
         },
       })
@@ -173,11 +174,14 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
     const output = fileSearch === undefined ? mapped.output : [fileSearch, ...mapped.output]
     if (ctx.clientGone.aborted) throw gatewayError('client_closed_request')
     const done = { status, output, usage: mapUsage(usage), incompleteDetails, completedAt: o.now() }
-    await persist(o, turn, replyFromCompletion(completion), done)
-    if (ctx.clientGone.aborted) throw gatewayError('client_closed_request')
+    if (saves(turn)) {
+      await persist(o, turn, replyFromCompletion(completion), done)
+      if (ctx.clientGone.aborted) throw gatewayError('client_closed_request')
+    }
     // The same text as JSON.stringify of the object with `_metadata` last, from the shape cached per echo (output.ts).
     const response = new ResponseJson(fixedFields(turn), { _metadata: turn.metadataJson })
-    sendJsonText(ctx.res, 200, response.render({ ...done, error: null, completedAt: unixSeconds(done.completedAt) }))
+    const state = { ...done, error: null, completedAt: unixSeconds(done.completedAt) }
+    sendJsonText(ctx.res, 200, response.render(state))
   }
 }
 
@@ -188,16 +192,19 @@ function openStream(turn: Turn): { translator: ResponseStreamTranslator; text: s
     newId,
     customTools: turn.r.customTools,
     // completed_at as the JSON answer and the stored response have it: set once the reply is complete, else null.
-    base: (status, output, usage, error, incompleteDetails) =>
+    base: (status, output, usage, error, incompleteDetails, outputJson) =>
       new JsonText(
-        json.render({
-          status,
-          output,
-          usage,
-          error,
-          incompleteDetails,
-          completedAt: turn.completedAt !== undefined && status !== 'failed' ? unixSeconds(turn.completedAt) : null,
-        }),
+        json.render(
+          {
+            status,
+            output,
+            usage,
+            error,
+            incompleteDetails,
+            completedAt: turn.completedAt !== undefined && status !== 'failed' ? unixSeconds(turn.completedAt) : null,
+          },
+          outputJson,
+        ),
       ),
     ...(turn.fileSearch === undefined ? {} : { leading: [turn.fileSearch] }),
   })
@@ -243,6 +250,11 @@ async function persist(o: ResponsesHandlerOptions, t: Turn, reply: ChatMessage, 
     // A store that cannot take the turn is the API's storage error (also as the stream's last events).
     throw storeFailure(err) ?? err
   }
+}
+
+/** Whether persist has anything to save. */
+function saves(t: Turn): boolean {
+  return t.r.store || savesToSession(t.chatReq)
 }
 
 /** The turn goes into the conversation's (session's) messages: what persistTurn saves besides the stored response. */

@@ -44,31 +44,35 @@ export interface ResponseObjectInput {
   completedAt?: number | null
 }
 
-/** What the echo shows for a request that set nothing (recorded OpenAI responses, reference §3). */
-const ECHO_DEFAULTS: Readonly<Record<string, unknown>> = {
+/**
+ * What the echo shows for a request that set nothing (recorded OpenAI responses, reference §3). Frozen, because
+ * request.ts puts these very objects in an echo that sets nothing (see shapeKey: a default is known by identity).
+ */
+export const ECHO_DEFAULTS = {
   instructions: null,
   max_output_tokens: null,
   max_tool_calls: null,
   parallel_tool_calls: true,
   prompt_cache_key: null,
-  reasoning: { effort: null, summary: null },
+  reasoning: Object.freeze({ effort: null, summary: null }),
   safety_identifier: null,
   service_tier: 'default',
   store: true,
   temperature: 1,
-  text: { format: { type: 'text' } },
+  text: Object.freeze({ format: Object.freeze({ type: 'text' }) }),
   tool_choice: 'auto',
-  tools: [],
+  tools: Object.freeze([]) as readonly never[],
   top_logprobs: 0,
   top_p: 1,
   truncation: 'disabled',
   user: null,
-  metadata: {},
-}
+  metadata: Object.freeze({}) as Readonly<Record<string, string>>,
+} as const satisfies Readonly<Record<string, unknown>>
+const ECHO_KEYS = Object.keys(ECHO_DEFAULTS) as ReadonlyArray<keyof typeof ECHO_DEFAULTS>
 
 /** The whole Response object, in the field order OpenAI sends. */
 export function responseObject(o: ResponseObjectInput): Record<string, unknown> {
-  const echo = (k: string): unknown => (Object.hasOwn(o.echo, k) ? o.echo[k] : ECHO_DEFAULTS[k])
+  const echo = (k: keyof typeof ECHO_DEFAULTS): unknown => (Object.hasOwn(o.echo, k) ? o.echo[k] : ECHO_DEFAULTS[k])
   return {
     id: o.id,
     object: 'response',
@@ -139,14 +143,26 @@ interface Shape {
 const shapes = new Map<string, Shape>()
 const MAX_SHAPES = 256
 
-/** The key of a shape, or undefined for an echo whose text JSON.stringify of it does not settle (a value with no JSON). */
+/**
+ * The key of a shape: the JSON of each echo field responseObject reads, in ECHO_KEYS order, after a comma each, and
+ * nothing for a field missing or holding its default itself (both render as the default; request.ts sets the default
+ * objects, not copies, so a request that sets nothing has a key of commas). Each JSON value ends where it ends, so the
+ * key stands for one text. Fields responseObject does not read are not in the text, nor in the key. Undefined for an
+ * echo whose text the key cannot settle (a value with no JSON: left out of the text, where a missing field would show
+ * its default instead). Measured: the whole echo's JSON.stringify and the Map lookup by it was ≈ 2.5 µs a response
+ * (see docs/benchmarks.md, "Responses stream events from templates, 2026-11-27").
+ */
 function shapeKey(echo: Readonly<Record<string, unknown>>, conversation: boolean): string | undefined {
-  for (const k in echo) {
+  let key = conversation ? 'c' : '-'
+  for (const k of ECHO_KEYS) {
+    key += ','
+    if (!Object.hasOwn(echo, k)) continue
     const v = echo[k]
-    // Left out of both the key and the response's text, where a missing field would show its default instead.
+    if (v === ECHO_DEFAULTS[k]) continue
     if (v === undefined || typeof v === 'function' || typeof v === 'symbol') return undefined
+    key += JSON.stringify(v)
   }
-  return `${conversation ? 'c' : '-'}${JSON.stringify(echo)}`
+  return key
 }
 
 /** The probe: the Response object serialized with a marker in each slot, cut at the markers. */
@@ -195,7 +211,6 @@ export class ResponseJson {
       }
     }
     // The turn's fields go into the text now; only the state's stay gaps.
-    const own = fixed as unknown as Record<string, unknown>
     let text = shape.texts[0] as string
     for (let i = 0; i < shape.slots.length; i++) {
       const slot = shape.slots[i] as Slot
@@ -203,15 +218,19 @@ export class ResponseJson {
         this.#texts.push(text)
         this.#slots.push(slot as keyof ResponseState)
         text = ''
-      } else text += JSON.stringify(own[slot] ?? null)
+      } else text += JSON.stringify(fixed[slot as Exclude<Slot, keyof ResponseState>] ?? null)
       text += shape.texts[i + 1] as string
     }
     this.#texts.push(withJsonFields(text, extra))
   }
 
-  render(s: ResponseState): string {
+  /** `outputJson`: `s.output` as JSON text when the caller has it already (the stream made its items' text). */
+  render(s: ResponseState, outputJson?: string): string {
     let out = this.#texts[0] as string
-    for (let i = 0; i < this.#slots.length; i++) out += JSON.stringify(s[this.#slots[i] as keyof ResponseState] ?? null) + (this.#texts[i + 1] as string)
+    for (let i = 0; i < this.#slots.length; i++) {
+      const slot = this.#slots[i] as keyof ResponseState
+      out += (slot === 'output' && outputJson !== undefined ? outputJson : JSON.stringify(s[slot] ?? null)) + (this.#texts[i + 1] as string)
+    }
     return out
   }
 }

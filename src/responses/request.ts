@@ -15,6 +15,7 @@ import { inRange, optionalBoolean, positiveInteger, readRagQuery, readSessionId 
 import type { NewId, ResponseItem } from './item-types.js'
 import { normalizeInput } from './input-items.js'
 import { parseTools } from './request-tools.js'
+import { ECHO_DEFAULTS } from './output.js'
 
 export interface ResponsesRequest {
   model: string
@@ -100,7 +101,8 @@ export function parseResponsesRequest(
   const tools = parseTools(body.tools, body.tool_choice)
   if (tools.chatTools.length > 0) chatFields.tools = tools.chatTools
   if (tools.chatToolChoice !== undefined) chatFields.tool_choice = tools.chatToolChoice
-  echo.tools = tools.echoTools
+  // The defaults themselves when nothing was set (output.ts shapeKey knows them by identity).
+  echo.tools = tools.echoTools.length === 0 ? ECHO_DEFAULTS.tools : tools.echoTools
   echo.tool_choice = tools.echoToolChoice
   const parallel = optionalBoolean(body, 'parallel_tool_calls')
   // Chat refuses parallel_tool_calls without tools.
@@ -111,7 +113,7 @@ export function parseResponsesRequest(
 
   const text = textFormat(body.text)
   if (text.responseFormat !== undefined) chatFields.response_format = text.responseFormat
-  echo.text = text.echo
+  echo.text = body.text === undefined || body.text === null ? ECHO_DEFAULTS.text : text.echo
 
   const maxOutputTokens = positiveInteger(body, 'max_output_tokens')
   if (maxOutputTokens !== undefined) chatFields.max_tokens = maxOutputTokens
@@ -130,7 +132,7 @@ export function parseResponsesRequest(
 
   const reasoning = reasoningField(body.reasoning)
   if (reasoning.effort !== null) chatFields.reasoning = { effort: reasoning.effort }
-  echo.reasoning = reasoning
+  echo.reasoning = reasoning.effort === null && reasoning.summary === null ? ECHO_DEFAULTS.reasoning : reasoning
 
   const include = stringArray(body, 'include')
   const topLogprobs = body.top_logprobs
@@ -157,7 +159,7 @@ export function parseResponsesRequest(
   const truncation = body.truncation ?? 'disabled'
   if (truncation !== 'auto' && truncation !== 'disabled') throw invalidParam('truncation', 'truncation must be "auto" or "disabled"')
   echo.truncation = truncation
-  echo.metadata = metadataField(body.metadata)
+  echo.metadata = body.metadata === undefined || body.metadata === null ? ECHO_DEFAULTS.metadata : metadataField(body.metadata)
   echo.prompt_cache_key = optionalString(body, 'prompt_cache_key') ?? null
   echo.service_tier = 'default'
 

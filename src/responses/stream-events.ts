@@ -4,30 +4,48 @@
  */
 
 /** One event: `type` and `sequence_number` (from 0, +1 per event across the stream) first, as OpenAI sends them. */
-export interface ResponseEvent {
+export interface EventObject {
   type: string
   sequence_number: number
   [field: string]: unknown
 }
 
 /**
+ * An event whose `data` is already JSON text: made by the templates below (the events of a text message, which nearly
+ * every stream sends, and the response snapshots rendered once by output.ts ResponseJson). encodeEvent writes it as
+ * is; anything else that serializes it gets the same JSON (through toJSON, slowly), so it is never written as `{}`.
+ * Why templates: an event object built by spreading its fields and then `JSON.stringify`ed cost ≈ 2.4 µs an event
+ * (the spread in a megamorphic site, then the serializer); see docs/benchmarks.md, "Responses stream events from
+ * templates, 2026-11-27".
+ */
+export class EncodedEvent {
+  constructor(
+    readonly type: string,
+    readonly sequence_number: number,
+    readonly data: string,
+  ) {}
+
+  toJSON(): unknown {
+    return JSON.parse(this.data)
+  }
+}
+
+export type ResponseEvent = EventObject | EncodedEvent
+
+/**
  * `event: <type>\ndata: <json>\n\n`. JSON escapes line breaks inside strings; the type is ours, but a line break in
- * it would split the frame, so it is refused rather than trusted (hono's SSE writer does the same).
+ * it would split the frame, so it is refused rather than trusted (hono's SSE writer does the same). An EncodedEvent's
+ * type is one of the literals below.
  */
 export function encodeEvent(e: ResponseEvent): string {
+  if (e instanceof EncodedEvent) return `event: ${e.type}\ndata: ${e.data}\n\n`
   if (/[\r\n]/.test(e.type)) throw new Error('an SSE event type cannot contain a line break')
-  const r = e.response
-  if (r instanceof JsonText) {
-    // A response snapshot rendered once (output.ts ResponseJson) is spliced in, not serialized again.
-    const { type, sequence_number: seq, response: _, ...rest } = e
-    if (Object.keys(rest).length === 0) return `event: ${type}\ndata: {"type":${JSON.stringify(type)},"sequence_number":${seq},"response":${r.text}}\n\n`
-  }
   return `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`
 }
 
 /**
- * A value whose JSON text is already made. encodeEvent splices it in as is; anything else that serializes it gets the
- * same JSON (through toJSON, slowly), so it is never written as `{}`.
+ * A value whose JSON text is already made. A snapshot event (snapshotEvent) splices it in as is; anything else that
+ * serializes it gets the same JSON (through toJSON, slowly), so it is never written as `{}`.
  */
 export class JsonText {
   constructor(readonly text: string) {}
@@ -44,9 +62,85 @@ export function encodeEvents(events: readonly ResponseEvent[]): string {
   return out
 }
 
+// ---- templates ----------------------------------------------------------------------------------------------------
+// Each makes exactly the text JSON.stringify makes of the event object named beside it, in the same field order
+// (test/responses-stream.test.ts holds them equal). Numbers here are the stream's own counters and indexes (integers,
+// written by `${n}` as JSON.stringify writes them); strings are given as JSON text already.
+
+/** `{type, sequence_number, response}`: created, in_progress and the terminal events, around a rendered snapshot. */
+export function snapshotEvent(type: string, seq: number, response: JsonText): EncodedEvent {
+  return new EncodedEvent(type, seq, `{"type":${JSON.stringify(type)},"sequence_number":${seq},"response":${response.text}}`)
+}
+
+/** `"item_id":…,"output_index":…,"content_index":…`: what a message part's events share (at() and content_index). */
+export function partWhere(itemId: string, outputIndex: number, contentIndex: number): string {
+  return `"item_id":${JSON.stringify(itemId)},"output_index":${outputIndex},"content_index":${contentIndex}`
+}
+
+/** output_item.added of a message: `{…, output_index, item: {id, type: "message", status: "in_progress", content: [], role}}`. */
+export function messageAdded(seq: number, id: string, outputIndex: number): EncodedEvent {
+  const type = 'response.output_item.added'
+  return new EncodedEvent(
+    type,
+    seq,
+    `{"type":"${type}","sequence_number":${seq},"output_index":${outputIndex},"item":{"id":${JSON.stringify(id)},"type":"message","status":"in_progress","content":[],"role":"assistant"}}`,
+  )
+}
+
+/** content_part.added of an output_text part: `{…, item_id, output_index, content_index, part: emptyPart('output_text')}`. */
+export function textPartAdded(seq: number, where: string): EncodedEvent {
+  const type = 'response.content_part.added'
+  return new EncodedEvent(type, seq, `{"type":"${type}","sequence_number":${seq},${where},"part":{"type":"output_text","annotations":[],"logprobs":[],"text":""}}`)
+}
+
+/** output_text.delta: `{…, item_id, output_index, content_index, delta, logprobs: []}`. */
+export function textDelta(seq: number, where: string, deltaJson: string): EncodedEvent {
+  return new EncodedEvent(TEXT_DELTA, seq, textDeltaData(seq, where, deltaJson))
+}
+
+/** The same event's frame, encoded (what the relay writes for most events of a stream). */
+export function textDeltaFrame(seq: number, where: string, deltaJson: string): string {
+  return `event: ${TEXT_DELTA}\ndata: ${textDeltaData(seq, where, deltaJson)}\n\n`
+}
+
+const TEXT_DELTA = 'response.output_text.delta'
+
+function textDeltaData(seq: number, where: string, deltaJson: string): string {
+  return `{"type":"${TEXT_DELTA}","sequence_number":${seq},${where},"delta":${deltaJson},"logprobs":[]}`
+}
+
+/** output_text.done: `{…, item_id, output_index, content_index, text, logprobs: []}`. */
+export function textDone(seq: number, where: string, textJson: string): EncodedEvent {
+  const type = 'response.output_text.done'
+  return new EncodedEvent(type, seq, `{"type":"${type}","sequence_number":${seq},${where},"text":${textJson},"logprobs":[]}`)
+}
+
+/** content_part.done: `{…, item_id, output_index, content_index, part}`. */
+export function partDone(seq: number, where: string, partJson: string): EncodedEvent {
+  const type = 'response.content_part.done'
+  return new EncodedEvent(type, seq, `{"type":"${type}","sequence_number":${seq},${where},"part":${partJson}}`)
+}
+
+/** output_item.done: `{…, output_index, item}`. */
+export function itemDone(seq: number, outputIndex: number, itemJson: string): EncodedEvent {
+  const type = 'response.output_item.done'
+  return new EncodedEvent(type, seq, `{"type":"${type}","sequence_number":${seq},"output_index":${outputIndex},"item":${itemJson}}`)
+}
+
+/** finalPart(p) of an output_text part, as JSON, its text given as JSON. */
+export function textPartJson(annotations: readonly Record<string, unknown>[], textJson: string): string {
+  return `{"type":"output_text","annotations":${annotations.length === 0 ? '[]' : JSON.stringify(annotations)},"logprobs":[],"text":${textJson}}`
+}
+
+/** A finished message item (`{id, type: "message", status, content, role}`), its parts given as JSON. */
+export function messageItemJson(id: string, status: 'completed' | 'incomplete', partsJson: readonly string[]): string {
+  return `{"id":${JSON.stringify(id)},"type":"message","status":"${status}","content":[${partsJson.join(',')}],"role":"assistant"}`
+}
+
 /** A message's content part while it streams. */
 export type Part =
-  | { type: 'output_text'; text: string; annotations: Record<string, unknown>[] }
+  /** `json`: the text's JSON, made once when the part closes (its done events, the item, the terminal event). */
+  | { type: 'output_text'; text: string; annotations: Record<string, unknown>[]; json?: string }
   | { type: 'refusal'; refusal: string }
 
 /** Where a delta goes: the open item's id and output index. */

@@ -39,11 +39,14 @@ type Snapshot = (
   usage: ResponseUsage | null,
   error: ErrorBody | null,
   incompleteDetails: { reason: string } | null,
+  /** `output` as JSON text (the items' text the stream already made), for a snapshot rendered as text. */
+  outputJson: string,
 ) => object // the Response object, or its JSON text (a JsonText)
 
 type Open =
   | { kind: 'reasoning'; id: string; index: number; text: string }
-  | { kind: 'message'; id: string; index: number; parts: ev.Part[] }
+  /** `where`: the last part's partWhere text, made when it opens (its events' shared fields). */
+  | { kind: 'message'; id: string; index: number; parts: ev.Part[]; where: string }
   | { kind: 'call'; id: string; index: number; call: TrackedCall }
 
 export class ResponseStreamTranslator {
@@ -53,6 +56,8 @@ export class ResponseStreamTranslator {
   #seq = 0
   #phase: 'new' | 'streaming' | 'finished' | 'ended' = 'new'
   readonly #output: ResponseItem[] = []
+  /** The JSON text of each output item whose text was made for its events (a message's), else undefined. */
+  readonly #outputJson: Array<string | undefined> = []
   #open: Open | undefined
   #messages = 0
   readonly #calls = new ToolCallTracker()
@@ -78,12 +83,13 @@ export class ResponseStreamTranslator {
   start(): ResponseEvent[] {
     this.#expect('new', 'start')
     this.#phase = 'streaming'
-    const snapshot = this.#base('in_progress', [], null, null, null)
-    const out = [this.#event('response.created', { response: snapshot }), this.#event('response.in_progress', { response: snapshot })]
+    const snapshot = this.#base('in_progress', [], null, null, null, '[]')
+    const out = [this.#snapshot('response.created', snapshot), this.#snapshot('response.in_progress', snapshot)]
     for (const item of this.#leading) {
       const index = this.#output.length
       out.push(this.#event('response.output_item.added', { output_index: index, item }))
       this.#output.push(item)
+      this.#outputJson.push(undefined)
       out.push(this.#event('response.output_item.done', { output_index: index, item }))
     }
     return out
@@ -113,13 +119,21 @@ export class ResponseStreamTranslator {
   }
 
   /**
-   * A piece of text read without parsing its event (chat/content-delta.ts): the `response.output_text.delta` event,
-   * encoded, when the piece simply continues the open message's text; undefined otherwise, and the caller pushes the
-   * parsed chunk instead. The text is written as the upstream escaped it (`piece.json`), the rest as `push` would
-   * make it: the same event, without building and serialising an object per piece.
+   * A piece of text read without parsing its event (chat/content-delta.ts): what `push` would make of the event,
+   * encoded, when the piece simply continues the open message's text (a `response.output_text.delta`) or is empty (the
+   * role's event, the finish's: nothing, the finish reason kept); undefined otherwise, and the caller pushes the parsed
+   * chunk instead. The text is written as the upstream escaped it (`piece.json`), the rest as `push` would make it:
+   * the same events, without building and serialising an object per piece, nor parsing the event.
    */
-  pushText(piece: { readonly text: string; readonly json: string; readonly finishes: boolean }): string | undefined {
-    if (this.#phase !== 'streaming' || piece.finishes || piece.text === '' || this.#calls.size > 0) return undefined
+  pushText(piece: { readonly text: string; readonly json: string; readonly finishReason: string | null }): string | undefined {
+    if (this.#phase !== 'streaming') return undefined
+    const out = piece.text === '' ? '' : this.#textEvents(piece)
+    if (out !== undefined && piece.finishReason !== null) this.#finishReason = piece.finishReason
+    return out
+  }
+
+  #textEvents(piece: { readonly text: string; readonly json: string }): string | undefined {
+    if (this.#calls.size > 0) return undefined
     const m = this.#open
     if (m === undefined) {
       // The first text: the message and its part open as `push` opens them (what a text-only event makes there).
@@ -131,11 +145,7 @@ export class ResponseStreamTranslator {
     const part = m.parts.at(-1)
     if (part?.type !== 'output_text') return undefined
     part.text += piece.text
-    const type = 'response.output_text.delta'
-    return (
-      `event: ${type}\ndata: {"type":"${type}","sequence_number":${this.#seq++},"item_id":${JSON.stringify(m.id)},` +
-      `"output_index":${m.index},"content_index":${m.parts.length - 1},"delta":${piece.json},"logprobs":[]}\n\n`
-    )
+    return ev.textDeltaFrame(this.#seq++, m.where, piece.json)
   }
 
   finish(): { events: ResponseEvent[]; output: ResponseItem[]; usage: ResponseUsage; status: ResponseStatus; incompleteDetails: { reason: string } | null } {
@@ -174,7 +184,7 @@ export class ResponseStreamTranslator {
     const { status, incompleteDetails, usage } = this.#final
     const error = status === 'failed' ? this.#failure() : null
     const type = status === 'failed' ? 'response.failed' : status === 'incomplete' ? 'response.incomplete' : 'response.completed'
-    return this.#event(type, { response: this.#base(status, [...this.#output], usage, error, incompleteDetails) })
+    return this.#snapshot(type, this.#base(status, [...this.#output], usage, error, incompleteDetails, this.#outputText()))
   }
 
   /** The stream cannot go on (upstream died, persisting failed): the items already done are the output. */
@@ -184,7 +194,7 @@ export class ResponseStreamTranslator {
     const error = { code: err.code, message: err.message }
     return [
       this.#event('error', ev.errorFields(err)),
-      this.#event('response.failed', { response: this.#base('failed', [...this.#output], mapUsage(this.#usage), error, null) }),
+      this.#snapshot('response.failed', this.#base('failed', [...this.#output], mapUsage(this.#usage), error, null, this.#outputText())),
     ]
   }
 
@@ -219,13 +229,18 @@ export class ResponseStreamTranslator {
       if (part !== undefined) out.push(...this.#closePart(m, part))
       part = type === 'output_text' ? { type, text: '', annotations: [] } : { type, refusal: '' }
       m.parts.push(part)
-      out.push(this.#event('response.content_part.added', { ...ev.at(m), content_index: m.parts.length - 1, part: ev.emptyPart(type) }))
+      m.where = ev.partWhere(m.id, m.index, m.parts.length - 1)
+      out.push(
+        type === 'output_text'
+          ? ev.textPartAdded(this.#seq++, m.where)
+          : this.#event('response.content_part.added', { ...ev.at(m), content_index: m.parts.length - 1, part: ev.emptyPart(type) }),
+      )
     }
     if (text === '') return
     const contentIndex = m.parts.length - 1
     if (part.type === 'output_text') {
       part.text += text
-      out.push(this.#event('response.output_text.delta', { ...ev.at(m), content_index: contentIndex, delta: text, logprobs: [] }))
+      out.push(ev.textDelta(this.#seq++, m.where, JSON.stringify(text)))
     } else {
       part.refusal += text
       out.push(this.#event('response.refusal.delta', { ...ev.at(m), content_index: contentIndex, delta: text }))
@@ -258,10 +273,10 @@ export class ResponseStreamTranslator {
   #message(out: ResponseEvent[]): Extract<Open, { kind: 'message' }> {
     if (this.#open?.kind === 'message') return this.#open
     this.#closeOpen(out, false)
-    const m = { kind: 'message' as const, id: this.#newId('msg'), index: this.#output.length, parts: [] as ev.Part[] }
+    const m = { kind: 'message' as const, id: this.#newId('msg'), index: this.#output.length, parts: [] as ev.Part[], where: '' }
     this.#open = m
     this.#messages++
-    out.push(this.#event('response.output_item.added', { output_index: m.index, item: { id: m.id, type: 'message', status: 'in_progress', content: [], role: 'assistant' } }))
+    out.push(ev.messageAdded(this.#seq++, m.id, m.index))
     return m
   }
 
@@ -306,6 +321,7 @@ export class ResponseStreamTranslator {
     this.#open = undefined
     const status = incomplete ? 'incomplete' : 'completed'
     let item: ResponseItem
+    let itemJson: string | undefined
     if (open.kind === 'reasoning') {
       out.push(this.#event('response.reasoning_summary_text.done', { ...ev.at(open), summary_index: 0, text: open.text }))
       out.push(this.#event('response.reasoning_summary_part.done', ev.summaryPart(open, open.text)))
@@ -314,6 +330,7 @@ export class ResponseStreamTranslator {
       const last = open.parts.at(-1)
       if (last !== undefined) out.push(...this.#closePart(open, last))
       item = { id: open.id, type: 'message', status, content: open.parts.map(ev.finalPart), role: 'assistant' }
+      itemJson = ev.messageItemJson(open.id, status, open.parts.map((p) => this.#partJson(p)))
     } else {
       const call = open.call
       call.state = 'closed'
@@ -327,16 +344,39 @@ export class ResponseStreamTranslator {
       }
     }
     this.#output.push(item)
-    out.push(this.#event('response.output_item.done', { output_index: open.index, item }))
+    this.#outputJson.push(itemJson)
+    out.push(itemJson === undefined ? this.#event('response.output_item.done', { output_index: open.index, item }) : ev.itemDone(this.#seq++, open.index, itemJson))
   }
 
   #closePart(m: Extract<Open, { kind: 'message' }>, part: ev.Part): ResponseEvent[] {
+    if (part.type === 'output_text') {
+      // The text's JSON is made once, here, for this event, content_part.done, output_item.done and the terminal event.
+      const json = JSON.stringify(part.text)
+      part.json = json
+      // Only the last part is open; the text part closed by a refusal that follows it is rare (where is rebuilt).
+      const where = m.parts.at(-1) === part ? m.where : ev.partWhere(m.id, m.index, m.parts.indexOf(part))
+      return [ev.textDone(this.#seq++, where, json), ev.partDone(this.#seq++, where, this.#partJson(part))]
+    }
     const where = { ...ev.at(m), content_index: m.parts.indexOf(part) }
-    const done =
-      part.type === 'output_text'
-        ? this.#event('response.output_text.done', { ...where, text: part.text, logprobs: [] })
-        : this.#event('response.refusal.done', { ...where, refusal: part.refusal })
-    return [done, this.#event('response.content_part.done', { ...where, part: ev.finalPart(part) })]
+    return [this.#event('response.refusal.done', { ...where, refusal: part.refusal }), this.#event('response.content_part.done', { ...where, part: ev.finalPart(part) })]
+  }
+
+  /** finalPart(p) as JSON text, the text's JSON reused from its done event. */
+  #partJson(p: ev.Part): string {
+    if (p.type !== 'output_text') return JSON.stringify(ev.finalPart(p))
+    return ev.textPartJson(p.annotations, p.json ?? JSON.stringify(p.text))
+  }
+
+  /** The output so far as JSON text: the items' text made for their events, the others serialized. */
+  #outputText(): string {
+    let out = ''
+    for (let i = 0; i < this.#output.length; i++) out += `${i === 0 ? '' : ','}${this.#outputJson[i] ?? JSON.stringify(this.#output[i])}`
+    return `[${out}]`
+  }
+
+  /** A snapshot event: spliced around the snapshot's text when it is rendered as text. */
+  #snapshot(type: string, response: object): ResponseEvent {
+    return response instanceof ev.JsonText ? ev.snapshotEvent(type, this.#seq++, response) : this.#event(type, { response })
   }
 
   #failure(): ErrorBody {
