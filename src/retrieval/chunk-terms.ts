@@ -66,16 +66,18 @@ export function vocabularyOf(coded: CodedTerms): string[] {
 
 /** Every chunk's terms as lists again (an embedder that reads terms; tests). */
 export function decodeTerms(coded: CodedTerms): string[][] {
-  const vocab = vocabularyOf(coded)
-  const out: string[][] = []
+  return [...termLists(coded, vocabularyOf(coded))]
+}
+
+/** Each chunk's terms as a list, one chunk at a time, over the vocabulary already split (`vocabularyOf`). */
+export function* termLists(coded: CodedTerms, vocab: readonly string[]): Generator<string[]> {
   let from = 0
   for (const end of coded.ends) {
     const terms = new Array<string>(end - from)
     for (let k = from; k < end; k++) terms[k - from] = vocab[coded.codes[k] as number] as string
-    out.push(terms)
+    yield terms
     from = end
   }
-  return out
 }
 
 /** `analyze(indexText(title, chunk))` for every chunk, where indexText joins title, heading path and text with '\n'. */

@@ -7,7 +7,7 @@
  */
 import { hashText, mix } from '../context/range-cache.js'
 import { analyze } from './analyzer.js'
-import { vocabularyOf, type CodedTerms } from './chunk-terms.js'
+import { termLists, vocabularyOf, type CodedTerms } from './chunk-terms.js'
 
 /** What lets a caller give up on work done for it: the client's departure, when it has one. */
 export interface Cancel {
@@ -134,15 +134,9 @@ export class LocalEmbedder implements Embedder {
     return out
   }
 
-  #perOccurrence(vocab: readonly string[], { codes, ends }: CodedTerms): Float32Array[] {
+  #perOccurrence(vocab: readonly string[], coded: CodedTerms): Float32Array[] {
     const out: Float32Array[] = []
-    let from = 0
-    for (const end of ends) {
-      const terms = new Array<string>(end - from)
-      for (let k = from; k < end; k++) terms[k - from] = vocab[codes[k] as number] as string
-      out.push(this.#vector(terms))
-      from = end
-    }
+    for (const terms of termLists(coded, vocab)) out.push(this.#vector(terms))
     return out
   }
 
