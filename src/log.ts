@@ -165,9 +165,18 @@ export function requestLogFields(i: RequestLogInput): RequestLogRecord {
   if (i.streamFailure !== undefined) r.streamFailure = i.streamFailure
   if (i.errorCode !== undefined) r.errorCode = i.errorCode
   if (i.errorParam !== undefined) r.errorParam = i.errorParam
-  // Bounded: a message may name a value the client sent (a file id); our messages never carry content or keys.
-  if (i.errorMessage !== undefined) r.errorMessage = i.errorMessage.length > 300 ? `${i.errorMessage.slice(0, 299)}…` : i.errorMessage
+  if (i.errorMessage !== undefined) r.errorMessage = boundedMessage(i.errorMessage)
   return r
+}
+
+/** Bounded: a message may name a value the client sent (a file id); our messages never carry content or keys. */
+function boundedMessage(m: string): string {
+  return m.length > 300 ? `${m.slice(0, 299)}…` : m
+}
+
+/** A number as pino writes it (JSON.stringify's form; a non-finite number is null). */
+function num(n: number): string {
+  return Number.isFinite(n) ? String(n) : 'null'
 }
 
 /**
@@ -213,13 +222,25 @@ export function logRequest(logger: Logger, i: RequestLogInput): void {
     return
   }
   if (!logger.isLevelEnabled(level)) return
-  let line = `{"level":"${level}","time":"${isoNow()}"${format.bindings}`
-  const r = requestLogFields(i)
-  for (const key of Object.keys(r) as Array<keyof RequestLogRecord>) {
-    const v = r[key]
-    if (v === undefined) continue
-    line += `,"${key}":${typeof v === 'string' ? jsonString(v) : typeof v === 'number' && !Number.isFinite(v) ? 'null' : String(v)}`
-  }
+  // Field by field, in `requestLogFields`' order, with no record object in between: a loop over the record's keys
+  // read every field through a megamorphic keyed load and boxed every number through String(). Measured with the
+  // request-done work switched off piece by piece (parallel A/B of gateway CPU per request, 32 connections): the log
+  // line was ~3 % of a plain relayed request's CPU.
+  let line = `{"level":"${level}","time":"${isoNow()}"${format.bindings},"reqId":${jsonString(i.requestId)}`
+  line += `,"tenant":${i.tenantId === null ? 'null' : jsonString(i.tenantId)},"plan":${i.plan === null ? 'null' : jsonString(i.plan)}`
+  line += `,"method":${jsonString(i.method)},"route":${jsonString(i.route)},"status":${num(i.status)},"durationMs":${num(round(i.durationMs))}`
+  if (i.clientRequestId !== undefined) line += `,"clientRequestId":${jsonString(i.clientRequestId)}`
+  if (i.model !== undefined) line += `,"model":${jsonString(i.model)}`
+  if (i.stream !== undefined) line += i.stream ? ',"stream":true' : ',"stream":false'
+  if (i.upstreamMs !== undefined) line += `,"upstreamMs":${num(round(i.upstreamMs))},"overheadMs":${num(round(Math.max(0, i.durationMs - i.upstreamMs)))}`
+  if (i.ttftMs !== undefined) line += `,"ttftMs":${num(round(i.ttftMs))}`
+  if (i.promptTokens !== undefined) line += `,"promptTokens":${num(i.promptTokens)}`
+  if (i.completionTokens !== undefined) line += `,"completionTokens":${num(i.completionTokens)}`
+  if (i.cachedTokens !== undefined) line += `,"cachedTokens":${num(i.cachedTokens)}`
+  if (i.streamFailure !== undefined) line += `,"streamFailure":${jsonString(i.streamFailure)}`
+  if (i.errorCode !== undefined) line += `,"errorCode":${jsonString(i.errorCode)}`
+  if (i.errorParam !== undefined) line += `,"errorParam":${jsonString(i.errorParam)}`
+  if (i.errorMessage !== undefined) line += `,"errorMessage":${jsonString(boundedMessage(i.errorMessage))}`
   line += ',"msg":"request"}\n'
   if (format.destination instanceof RequestLineBatcher) format.destination.request(line)
   else format.destination.write(line)

@@ -139,6 +139,22 @@ export interface PackResult {
   truncated: boolean
 }
 
+/**
+ * The request's own messages (`requestTokens`, tool definitions included: `extraTokens` of them) and the reply's
+ * reserve must fit the window: else 400 context_length_exceeded, before anything else is packed or sent.
+ */
+export function checkRequestFits(window: Tokens, reserve: Tokens, requestTokens: Tokens, extraTokens: Tokens): void {
+  if (requestTokens + reserve <= window) return
+  const tools = extraTokens > 0 ? ` (${extraTokens} of them the tool definitions)` : ''
+  throw gatewayError('context_length_exceeded', {
+    param: 'messages',
+    message:
+      `This model's context window allows ${window} tokens, but the request's messages take ${requestTokens}` +
+      `${tools} and ${reserve} are reserved for the reply (max_completion_tokens or max_tokens): ` +
+      `${requestTokens + reserve} in total. Shorten the messages or lower max_completion_tokens.`,
+  })
+}
+
 /** Re-selections of the recall block after the newest turns take back room it left unused. */
 const RECALL_ROUNDS = 3
 
@@ -147,16 +163,7 @@ export function pack(input: PackInput): PackResult {
   const extra = input.extraTokens ?? 0
   const requestTokens =
     input.chatOverhead + extra + sum(input.requestSystem, messageTokens) + sum(input.requestOther, messageTokens)
-  if (requestTokens + reserve > window) {
-    const tools = extra > 0 ? ` (${extra} of them the tool definitions)` : ''
-    throw gatewayError('context_length_exceeded', {
-      param: 'messages',
-      message:
-        `This model's context window allows ${window} tokens, but the request's messages take ${requestTokens}` +
-        `${tools} and ${reserve} are reserved for the reply (max_completion_tokens or max_tokens): ` +
-        `${requestTokens + reserve} in total. Shorten the messages or lower max_completion_tokens.`,
-    })
-  }
+  checkRequestFits(window, reserve, requestTokens, extra)
   let room = window - reserve - requestTokens
   let truncated = false
 

@@ -1,0 +1,96 @@
+/**
+ * A request that uses no extension (no session, no history, `useRAG: false`) takes the planner's short path. What it
+ * sends upstream and what it reports (`_metadata`, the trace, the count learned from) must be what the general path
+ * gives the same request: the general path is reached with the same messages and an empty given history.
+ */
+import t from 'tap'
+import fc from 'fast-check'
+import './helpers/fc-seed.js'
+import { Planner } from '../src/chat/planner.js'
+import { validateChat, type ChatRequest } from '../src/chat/validate.js'
+import { TokenCounter } from '../src/context/tokenizer.js'
+import type { KnowledgeBase } from '../src/knowledge/knowledge-base.js'
+import type { SessionStore } from '../src/storage/interface.js'
+import type { ModelCatalog } from '../src/upstream/model-catalog.js'
+import type { Tenant } from '../src/types.js'
+
+const counter = new TokenCounter({ margins: { anthropic: 0.15, '*': 0 } })
+const tenant: Tenant = { id: 'tenant-a', plan: 'free' } as Tenant
+
+function planner(window: number): Planner {
+  // Neither path reads a session or the knowledge base for these requests: any use would throw here.
+  const unused = new Proxy({}, { get: () => () => Promise.reject(new Error('not used by a plain request')) })
+  return new Planner({
+    counter,
+    sessions: unused as SessionStore,
+    knowledge: unused as KnowledgeBase,
+    catalog: { contextLength: () => Promise.resolve(window) } as unknown as ModelCatalog,
+    defaultContextLength: 128_000,
+    defaultMaxTokens: 4096,
+    maxHistoryMessages: 50,
+    ragBudgetShare: 0.25,
+    ragMaxTokens: 4000,
+    ragTopK: 8,
+  })
+}
+
+async function outcome(p: Planner, req: ChatRequest): Promise<unknown> {
+  try {
+    const { messages, metadata, countedTokens, excerpts, trace } = await p.prepare(tenant, req, { authorization: 'Bearer x', signal: new AbortController().signal })
+    return { messages, metadata, countedTokens, excerpts, trace }
+  } catch (err) {
+    const e = err as { code?: string; param?: string; message: string }
+    return { error: e.code, param: e.param, message: e.message }
+  }
+}
+
+const text = fc.oneof(fc.lorem({ maxCount: 30 }), fc.string({ maxLength: 80 }), fc.constant(''))
+const call = (id: string) => ({ id, type: 'function', function: { name: 'lookup', arguments: '{"q":"x"}' } })
+/** A conversation's turns as a client sends them, tool calls and their results included (and sometimes left unpaired). */
+const message = fc.oneof(
+  { weight: 4, arbitrary: text.map((content) => ({ role: 'user', content })) },
+  { weight: 3, arbitrary: text.map((content) => ({ role: 'assistant', content })) },
+  { weight: 1, arbitrary: fc.array(fc.constantFrom('c1', 'c2', 'c3'), { minLength: 1, maxLength: 2 }).map((ids) => ({ role: 'assistant', content: null, tool_calls: [...new Set(ids)].map(call) })) },
+  { weight: 1, arbitrary: fc.constantFrom('c1', 'c2', 'c4').map((id) => ({ role: 'tool', tool_call_id: id, content: 'result' })) },
+  { weight: 2, arbitrary: text.map((content) => ({ role: 'user', content: [{ type: 'text', text: content }] })) },
+)
+const body = fc.record(
+  {
+    model: fc.constantFrom('openai/gpt-4o', 'anthropic/claude-3.5-sonnet', 'openai/gpt-3.5-turbo'),
+    system: fc.array(fc.record({ role: fc.constantFrom('system', 'developer'), content: text }), { maxLength: 2 }),
+    messages: fc.array(message, { minLength: 1, maxLength: 6 }),
+    max_tokens: fc.option(fc.integer({ min: 1, max: 3000 }), { nil: undefined }),
+    tools: fc.option(fc.constant([{ type: 'function', function: { name: 'lookup', parameters: { type: 'object', properties: { q: { type: 'string' } } } } }]), { nil: undefined }),
+  },
+  { requiredKeys: ['model', 'system', 'messages'] },
+)
+
+t.test('the short path sends and reports what the general path does (random requests, both outcomes)', async (t) => {
+  const small = planner(600)
+  const large = planner(128_000)
+  let plainOk = 0
+  let plainRefused = 0
+  await fc.assert(
+    fc.asyncProperty(body, async (b) => {
+      const { system, messages, ...rest } = b
+      const req = validateChat({ ...rest, messages: [...system, ...messages], useRAG: false }, { maxMessages: 100, maxSessionIdLength: 128 })
+      for (const p of [small, large]) {
+        const plain = await outcome(p, req)
+        const general = await outcome(p, { ...req, history: [] })
+        t.same(plain, general)
+        if ((plain as { error?: string }).error === undefined) plainOk++
+        else plainRefused++
+      }
+    }),
+    { numRuns: 150 },
+  )
+  // Both outcomes were exercised: packed requests, and refusals (unpaired tool calls, a window too small).
+  t.ok(plainOk > 50 && plainRefused > 20, `${plainOk} packed, ${plainRefused} refused`)
+})
+
+t.test('a request with a session or retrieval still goes through packing', async (t) => {
+  const req = validateChat({ model: 'openai/gpt-4o', messages: [{ role: 'user', content: 'Which port does the staging database listen on?' }] }, { maxMessages: 100, maxSessionIdLength: 128 })
+  // useRAG defaults to true: the general path searches the knowledge base (which this planner refuses to serve).
+  const r = await outcome(planner(128_000), req)
+  t.match(r, { message: 'not used by a plain request' })
+})
