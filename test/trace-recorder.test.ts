@@ -141,3 +141,25 @@ t.test('a tenant keeps exactly its newest REQUEST_TRACES, when the setting chang
   t.same(await ids(), ['j', 'i', 'g'], 'a deleted trace leaves a gap that the ring fills in turn')
   t.same(await repo.list('tenant-other', 10), [], 'tenants apart')
 })
+
+t.test('a busy gateway writes a full batch at once, without waiting for the timer, and drops nothing', async (t) => {
+  const repo = store(t)
+  let appended!: () => void
+  const written = new Promise<void>((resolve) => (appended = resolve))
+  const watched = {
+    ...repo,
+    list: repo.list.bind(repo),
+    append: async (...a: Parameters<TraceRepo['append']>) => {
+      await repo.append(...a)
+      appended()
+    },
+  } as unknown as TraceRepo
+  const recorder = new TraceRecorder({ store: watched, keep: 1_000, maxPending: 1_000, onError: (err) => t.fail(String(err)) })
+  // Two batches' worth arrive faster than the timer fires (it would take a second): the first batch goes by count.
+  for (let i = 0; i < 700; i++) recorder.record('tenant-busy', requestTrace(draft(`m${i}`), facts(`req_busy_${i}`, i)))
+  await written
+  t.equal((await repo.list('tenant-busy', 1_000)).length, 500, 'the first 500 are written without a flush')
+  await recorder.flush()
+  t.equal((await repo.list('tenant-busy', 1_000)).length, 700)
+  t.equal(recorder.dropped, 0)
+})

@@ -1,6 +1,7 @@
 /**
  * Records request traces off the request path: `record` only queues (a push), and the queue is written in one
- * transaction every FLUSH_MS, after the responses have gone. Traces are diagnostics: not durable,
+ * transaction FLUSH_MS after its first trace, or once FLUSH_AT traces wait, after the responses have gone. Traces are
+ * diagnostics: not durable (a kill -9 loses at most the queue),
  * bounded per tenant by the store (`keep`) and in memory by `maxPending` (beyond it the oldest queued are dropped
  * and counted, so a store that stalls cannot grow the process).
  */
@@ -16,8 +17,15 @@ export interface TraceRecorderOptions {
   onError: (err: unknown) => void
 }
 
-/** How long traces wait to be written together. Readers flush first, so they never miss one. */
-const FLUSH_MS = 50
+/**
+ * How long traces wait to be written together, and how many make a write at once. Readers flush first, so they never
+ * miss one. Each write is an LMDB commit, synced to disk like every commit of the store, and a commit costs more than
+ * the traces in it: at 50 ms (20 commits a second under load) the traces and their commits took 4 % of a plain
+ * relayed request's CPU more than at 1 s (parallel A/B of gateway CPU per request, 32 connections; docs/benchmarks.md).
+ * FLUSH_AT keeps a busy gateway's queue (≈ 2,000 requests a second) under `maxPending`, so nothing is dropped for it.
+ */
+const FLUSH_MS = 1_000
+const FLUSH_AT = 500
 
 export class TraceRecorder {
   readonly #o: TraceRecorderOptions
@@ -25,6 +33,7 @@ export class TraceRecorder {
   /** Where the queue starts in `#pending` (traces before it were dropped). */
   #head = 0
   #scheduled = false
+  #timer: NodeJS.Timeout | undefined
   #writing: Promise<void> = Promise.resolve()
   dropped = 0
 
@@ -49,15 +58,18 @@ export class TraceRecorder {
       this.#head++
       this.dropped++
     }
-    if (!this.#scheduled) {
+    if (this.#pending.length - this.#head >= FLUSH_AT) {
+      void this.flush()
+    } else if (!this.#scheduled) {
       this.#scheduled = true
       // One transaction per FLUSH_MS, not per request: a commit costs more than the traces in it (bench/trace-cost.ts).
-      setTimeout(() => void this.flush(), FLUSH_MS).unref()
+      this.#timer = setTimeout(() => void this.flush(), FLUSH_MS).unref()
     }
   }
 
   /** Writes what is queued; resolves when everything recorded so far is in the store (readers call it first). */
   flush(): Promise<void> {
+    if (this.#scheduled) clearTimeout(this.#timer)
     this.#scheduled = false
     const batch = this.#head === 0 ? this.#pending : this.#pending.slice(this.#head)
     this.#pending = []
