@@ -17,14 +17,15 @@ import type { Tenant } from '../src/types.js'
 const counter = new TokenCounter({ margins: { anthropic: 0.15, '*': 0 } })
 const tenant: Tenant = { id: 'tenant-a', plan: 'free' } as Tenant
 
-function planner(window: number): Planner {
+/** `listed`: the model list is cached (the short path answers synchronously), else it is still being fetched. */
+function planner(window: number, listed = true): Planner {
   // Neither path reads a session or the knowledge base for these requests: any use would throw here.
   const unused = new Proxy({}, { get: () => () => Promise.reject(new Error('not used by a plain request')) })
   return new Planner({
     counter,
     sessions: unused as SessionStore,
     knowledge: unused as KnowledgeBase,
-    catalog: { contextLength: () => Promise.resolve(window) } as unknown as ModelCatalog,
+    catalog: { contextLength: () => Promise.resolve(window), knownContextLength: () => (listed ? { window } : undefined) } as unknown as ModelCatalog,
     defaultContextLength: 128_000,
     defaultMaxTokens: 4096,
     maxHistoryMessages: 50,
@@ -36,7 +37,7 @@ function planner(window: number): Planner {
 
 async function outcome(p: Planner, req: ChatRequest): Promise<unknown> {
   try {
-    const { messages, metadata, countedTokens, excerpts, trace } = await p.prepare(tenant, req, { authorization: 'Bearer x', signal: new AbortController().signal })
+    const { messages, metadata, countedTokens, excerpts, trace } = await p.prepare(tenant, req, 'Bearer x', {})
     return { messages, metadata, countedTokens, excerpts, trace }
   } catch (err) {
     const e = err as { code?: string; param?: string; message: string }
@@ -66,15 +67,14 @@ const body = fc.record(
 )
 
 t.test('the short path sends and reports what the general path does (random requests, both outcomes)', async (t) => {
-  const small = planner(600)
-  const large = planner(128_000)
+  const planners = [planner(600), planner(128_000), planner(600, false), planner(128_000, false)]
   let plainOk = 0
   let plainRefused = 0
   await fc.assert(
     fc.asyncProperty(body, async (b) => {
       const { system, messages, ...rest } = b
       const req = validateChat({ ...rest, messages: [...system, ...messages], useRAG: false }, { maxMessages: 100, maxSessionIdLength: 128 })
-      for (const p of [small, large]) {
+      for (const p of planners) {
         const plain = await outcome(p, req)
         const general = await outcome(p, { ...req, history: [] })
         t.same(plain, general)
@@ -85,7 +85,13 @@ t.test('the short path sends and reports what the general path does (random requ
     { numRuns: 150 },
   )
   // Both outcomes were exercised: packed requests, and refusals (unpaired tool calls, a window too small).
-  t.ok(plainOk > 50 && plainRefused > 20, `${plainOk} packed, ${plainRefused} refused`)
+  t.ok(plainOk > 100 && plainRefused > 40, `${plainOk} packed, ${plainRefused} refused`)
+})
+
+t.test('with the model list cached, a plain request is planned without an await', async (t) => {
+  const req = validateChat({ model: 'openai/gpt-4o', messages: [{ role: 'user', content: 'Which port?' }], useRAG: false }, { maxMessages: 100, maxSessionIdLength: 128 })
+  t.notOk(planner(128_000).prepare(tenant, req, 'Bearer x', {}) instanceof Promise)
+  t.ok(planner(128_000, false).prepare(tenant, req, 'Bearer x', {}) instanceof Promise, 'the first request waits for the list')
 })
 
 t.test('a request with a session or retrieval still goes through packing', async (t) => {

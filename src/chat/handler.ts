@@ -13,6 +13,7 @@ import { utf8Header } from '../http/utf8-header.js'
 import type { UpstreamClient } from '../upstream/client.js'
 import { callUpstream, readCompletion } from './upstream-call.js'
 import type { Bytes, ChatMessage, Clock, PromptTrace, Tenant, Tokens } from '../types.js'
+import type { Cancel } from '../retrieval/embedder.js'
 import type { Metadata } from './metadata.js'
 import { relayStream, spliceMetadata, SSE_HEADERS, streamFailure, type StreamOutcome, type Usage } from './relay-stream.js'
 import { messagesJsonOf, upstreamBody } from './upstream-body.js'
@@ -34,7 +35,11 @@ export interface PreparedChat {
 
 /** The memory/retrieval/packing side of a chat, behind one seam so the relay knows nothing of storage. */
 export interface ChatPlanner {
-  prepare(tenant: Tenant, req: ChatRequest, opts: { authorization: string; signal: AbortSignal }): Promise<PreparedChat>
+  /**
+   * Synchronous when it can be (a request that uses no extension, the model list cached): no await on the hot path.
+   * `cancel.signal`: the client's departure, read only if something is to be cancelled (the request context).
+   */
+  prepare(tenant: Tenant, req: ChatRequest, authorization: string, cancel: Cancel): PreparedChat | Promise<PreparedChat>
   /**
    * Persist a completed exchange (the assistant's message as the client sees it); resolves once durable. Called only
    * when the exchange completed.
@@ -66,13 +71,9 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
     const authorization = ctx.req.headers.authorization
     if (authorization === undefined || authorization.trim() === '') throw gatewayError('missing_provider_key')
 
-    // `signal` as a getter: the AbortSignal is only made if the planner reads it (see ClientGone).
-    const prepared = await o.planner.prepare(tenant, req, {
-      authorization,
-      get signal() {
-        return ctx.signal
-      },
-    })
+    // The context's `signal` is a getter: the AbortSignal is only made if the planner reads it (see ClientGone).
+    const planned = o.planner.prepare(tenant, req, authorization, ctx)
+    const prepared = planned instanceof Promise ? await planned : planned
     ctx.trace = prepared.trace
     const shouldSave = req.sessionId !== undefined && req.saveToMemory
 

@@ -76,6 +76,11 @@ export function retrievalQuery(req: ChatRequest): string | undefined {
   return undefined
 }
 
+/** A request that uses no extension: no session, no history given, no retrieval (the planner's short path). */
+function isPlain(req: ChatRequest): boolean {
+  return req.sessionId === undefined && req.history === undefined && !req.useRAG
+}
+
 /** What `save` needs from `prepare`: the messages new to the session, and where a rewinding client diverged. */
 interface Saving {
   fresh: ChatMessage[]
@@ -92,22 +97,31 @@ export class Planner implements ChatPlanner {
   }
 
   /**
-   * `opts.signal` is the client's departure: it cancels the retrieval's and recall's embedding calls and this request's
-   * wait on the model list. Read only when one of them is made (an AbortSignal costs ~6 µs to make, http/client-gone.ts).
+   * `authorization` is the client's provider key (for the model list). `cancel.signal` is the client's departure: it
+   * cancels the retrieval's and recall's embedding calls and this request's wait on the model list. Read only when one of
+   * them is made (an AbortSignal costs ~6 µs to make, http/client-gone.ts): the request context, whose `signal` is a
+   * getter of its class (an object literal with a getter is built through V8's slow path).
    */
-  async prepare(tenant: Tenant, req: ChatRequest, opts: { authorization: string; readonly signal: AbortSignal }): Promise<PreparedChat> {
-    const o = this.#o
-    const cancel: Cancel = {
-      get signal() {
-        return opts.signal
-      },
+  prepare(tenant: Tenant, req: ChatRequest, authorization: string, cancel: Cancel): PreparedChat | Promise<PreparedChat> {
+    // A request that uses no extension, once the model list is cached, is answered without an await. Not a detail: the
+    // general path is one large async function, and entering it (its state and closures allocated, a promise, the
+    // caller's await) with the options literal it was called with cost 12 % of a plain relayed request's CPU (parallel
+    // A/B of gateway CPU per request, 32 connections; docs/benchmarks.md, "Plain requests take a short path").
+    if (isPlain(req)) {
+      const known = this.#o.catalog.knownContextLength(req.model, authorization)
+      if (known !== undefined) return this.#plain(req, known.window ?? this.#o.defaultContextLength)
     }
-    const window = (await o.catalog.contextLength(req.model, opts.authorization, cancel)) ?? o.defaultContextLength
+    return this.#prepare(tenant, req, authorization, cancel)
+  }
+
+  async #prepare(tenant: Tenant, req: ChatRequest, authorization: string, cancel: Cancel): Promise<PreparedChat> {
+    const o = this.#o
+    const window = (await o.catalog.contextLength(req.model, authorization, cancel)) ?? o.defaultContextLength
+    if (isPlain(req)) return this.#plain(req, window)
     const usable = o.counter.usableWindow(req.model, window)
     const reserve = req.maxTokens ?? Math.min(o.defaultMaxTokens, Math.floor(usable / 4))
     const model = req.model
     const toolTokens = o.counter.toolsTokens(req.passthrough.tools, model)
-    if (req.sessionId === undefined && req.history === undefined && !req.useRAG) return this.#plain(req, usable, reserve, toolTokens)
     const { system, other } = splitRequest(req.messages)
 
     // Read enough to recognise a client that resends its whole history (at least its length), then align.
@@ -308,9 +322,12 @@ export class Planner implements ChatPlanner {
    * request (the alignment, the counts' memo, the closures) showed as garbage. Measured by parallel A/B of gateway CPU
    * per plain relayed request (32 connections): see docs/benchmarks.md, "Plain requests take a short path".
    */
-  #plain(req: ChatRequest, usable: Tokens, reserve: Tokens, toolTokens: Tokens): PreparedChat {
+  #plain(req: ChatRequest, window: Tokens): PreparedChat {
     const o = this.#o
     const model = req.model
+    const usable = o.counter.usableWindow(model, window)
+    const reserve = req.maxTokens ?? Math.min(o.defaultMaxTokens, Math.floor(usable / 4))
+    const toolTokens = o.counter.toolsTokens(req.passthrough.tools, model)
     const sent = req.messages
     let system = 0
     while (system < sent.length && (sent[system]?.role === 'system' || sent[system]?.role === 'developer')) system++

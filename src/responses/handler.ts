@@ -94,12 +94,8 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
       r.instructions === null || r.instructions === '' ? inputMessages : [{ role: 'system', content: r.instructions }, ...inputMessages]
     const chatReq = chatRequestOf(r, messages, conversationId, chain)
 
-    const prepared = await o.planner.prepare(tenant, chatReq, {
-      authorization,
-      get signal() {
-        return ctx.signal
-      },
-    })
+    const planned = o.planner.prepare(tenant, chatReq, authorization, ctx)
+    const prepared = planned instanceof Promise ? await planned : planned
     ctx.trace = prepared.trace
     const id = newId('resp')
     const createdAt = o.now()

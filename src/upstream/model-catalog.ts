@@ -85,16 +85,30 @@ export class ModelCatalog {
     }
   }
 
+  /**
+   * The model's window from a list already cached, without waiting: `{ window }` (undefined when the list does not name
+   * the model), or undefined when no list is cached yet (ask `contextLength`). A stale list is served and refreshed in
+   * the background, as `contextLength` does. For the planner's short path, which answers without an await.
+   */
+  knownContextLength(model: string, authorization?: string): { window: Tokens | undefined } | undefined {
+    const c = this.#cached
+    if (c === undefined) return undefined
+    this.#revalidate(c, authorization)
+    return { window: c.windows.get(model) }
+  }
+
   async #get(authorization?: string): Promise<Cached> {
     const c = this.#cached
     if (c !== undefined) {
-      if (this.#clock() - c.fetchedAt >= this.#ttl && this.#inflight === undefined) {
-        // Background refresh; a failure keeps serving the previous list until the next attempt.
-        this.#refresh(authorization).catch(() => undefined)
-      }
+      this.#revalidate(c, authorization)
       return c
     }
     return this.#refresh(authorization)
+  }
+
+  /** A stale list is refreshed in the background; a failure keeps serving the previous list until the next attempt. */
+  #revalidate(c: Cached, authorization: string | undefined): void {
+    if (this.#clock() - c.fetchedAt >= this.#ttl && this.#inflight === undefined) this.#refresh(authorization).catch(() => undefined)
   }
 
   #refresh(authorization?: string): Promise<Cached> {
