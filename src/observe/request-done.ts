@@ -19,7 +19,33 @@ export interface RequestDoneOptions {
   now: () => number
 }
 
+/**
+ * The records of the requests that finished in one turn of the event loop are handled together, at the end of the turn
+ * (setImmediate), not each as its response finishes: the same work, run back to back, cost less (parallel A/B of
+ * gateway CPU per plain relayed request at 32 connections, docs/benchmarks.md: 0.93–0.96×). Nothing is held longer
+ * than the turn, and a request's line and metrics are out before the next request is read.
+ */
 export function requestDone(o: RequestDoneOptions): (r: RequestRecord) => void {
+  const one = recordRequest(o)
+  let batch: RequestRecord[] = []
+  const run = (): void => {
+    const done = batch
+    batch = []
+    for (const r of done) {
+      try {
+        one(r)
+      } catch (err) {
+        // A fault in the bookkeeping of one request must not lose the others' lines and metrics: reported, and on.
+        o.logger.error({ reqId: r.requestId, err }, 'request bookkeeping failed')
+      }
+    }
+  }
+  return (r) => {
+    if (batch.push(r) === 1) setImmediate(run)
+  }
+}
+
+function recordRequest(o: RequestDoneOptions): (r: RequestRecord) => void {
   const { logger, metrics, usage, recorder, now } = o
   return (r) => {
     const f = r.facts
