@@ -1,0 +1,111 @@
+/**
+ * CPU per plain relayed request of one or more gateway builds and of the floor, driven at the same time (issue 28's
+ * method for changes too small for bench/relay.ts's interleaved arms to resolve).
+ *
+ * Method: the mock, the floor (bench/lib/floor.ts) and one gateway per build named on the command line (a `dist`
+ * directory: this build's `dist`, or a copy of one from before a change), each in its own process. Each round drives
+ * every server **at the same time** with its own wrk (Debian's, one process per server: the load generator is not
+ * the bottleneck) for `--seconds`, at `--connections` each, with the relay scenario's request (bench/scenarios/relay.ts:
+ * no session, `useRAG: false`; `--stream` for a streamed one), and reads each server's process CPU (user + system)
+ * before and after: CPU per request = CPU time over the requests wrk completed. Each arm's figure is the median over
+ * rounds of its per-round ratio to the floor's (and to the first build's): arms that run together share whatever else
+ * the machine is doing, so the ratio of one round is steadier than any arm's own figure. Driven one after the other
+ * instead, two identical builds gave per-round ratios of 0.68–1.34 on this 2-core machine; together, 0.9–1.1 (two
+ * copies of one build: median 0.98–1.00). The first round warms up and is not counted.
+ *
+ *   node dist/bench/cpu-ab.js [--rounds 12] [--seconds 2] [--connections 8] [--stream] DIST [DIST…]
+ *
+ * A build given as `DIR@--flag,--flag` runs with those node flags (e.g. V8 heap settings).
+ */
+import { execFile } from 'node:child_process'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { promisify } from 'node:util'
+import { spawnRole, type Proc } from './lib/procs.js'
+import { BENCH_KEY, chatBody, PROVIDER_KEY } from './lib/stack.js'
+import { quantile } from './lib/stats.js'
+import { FIRST_TOKEN_GAP_MS, MESSAGE } from './scenarios/relay.js'
+
+const run = promisify(execFile)
+
+function arg(name: string, fallback: number): number {
+  const i = process.argv.indexOf(`--${name}`)
+  return i === -1 ? fallback : Number(process.argv[i + 1])
+}
+
+interface Arm {
+  name: string
+  proc: Proc
+  samples: Array<{ cpuUs: number; requests: number }>
+}
+
+async function main(): Promise<void> {
+  const rounds = arg('rounds', 12)
+  const seconds = arg('seconds', 2)
+  const connections = arg('connections', 8)
+  const stream = process.argv.includes('--stream')
+  const builds = process.argv.slice(2).filter((a, i, all) => !a.startsWith('--') && !(all[i - 1] ?? '').match(/^--(rounds|seconds|connections)$/))
+  if (builds.length === 0) throw new Error('name at least one gateway build (a dist directory)')
+  await run('wrk', ['--version']).catch((err: { stdout?: string }) => {
+    // wrk --version exits 1 after printing its version: only a missing binary is an error.
+    if (err.stdout === undefined) throw new Error('wrk is not on the PATH (apt-get install -y wrk)')
+  })
+
+  const dir = mkdtempSync(join(tmpdir(), 'recallgate-cpu-ab-'))
+  const mock = await spawnRole({ role: 'mock', options: { maxRecorded: 0, behaviour: { firstTokenGapMs: stream ? FIRST_TOKEN_GAP_MS : 0 } } })
+  const arms: Arm[] = [{ name: 'floor', proc: await spawnRole({ role: 'floor', upstreamOrigin: new URL(mock.url).origin, connections: 128 }), samples: [] }]
+  try {
+    for (const [i, build] of builds.entries()) {
+      const [path, flags] = build.split('@') as [string, string | undefined]
+      const saved = process.execArgv
+      // fork() takes the parent's execArgv at the call: the build's node flags, for this child only.
+      if (flags !== undefined) process.execArgv = flags.split(',')
+      const env = { PORT: '0', HOST: '127.0.0.1', UPSTREAM_BASE_URL: mock.url, DATA_DIR: mkdtempSync(join(dir, 'data-')), SERVICE_KEYS: `${BENCH_KEY}:unlimited` }
+      const proc = await spawnRole({ role: 'gateway', env }, { script: join(resolve(path), 'bench', 'lib', 'role.js') })
+      process.execArgv = saved
+      arms.push({ name: `${i + 1}: ${build}`, proc, samples: [] })
+    }
+    const body = JSON.stringify(chatBody(MESSAGE, { useRAG: false, ...(stream ? { stream: true } : {}) }))
+    const script = join(dir, 'post.lua')
+    writeFileSync(
+      script,
+      `wrk.method = "POST"\nwrk.body = ${JSON.stringify(body)}\nwrk.headers["content-type"] = "application/json"\n` +
+        `wrk.headers["servicekey"] = ${JSON.stringify(BENCH_KEY)}\nwrk.headers["authorization"] = ${JSON.stringify(`Bearer ${PROVIDER_KEY}`)}\n`,
+    )
+    for (let round = -1; round < rounds; round++) {
+      const before = await Promise.all(arms.map((a) => a.proc.stats()))
+      const out = await Promise.all(
+        arms.map((a) => run('wrk', ['-t1', `-c${connections}`, `-d${seconds}s`, '-s', script, `${a.proc.url.replace(/\/$/, '')}/api/v1/chat/completions`])),
+      )
+      const after = await Promise.all(arms.map((a) => a.proc.stats()))
+      if (round < 0) continue
+      arms.forEach((a, i) => {
+        const text = out[i]?.stdout ?? ''
+        if (/Non-2xx/.test(text)) throw new Error(`${a.name}: wrk saw answers other than 2xx:\n${text}`)
+        const requests = Number(/(\d+) requests in/.exec(text)?.[1] ?? NaN)
+        a.samples.push({ cpuUs: (after[i]?.cpuUs ?? NaN) - (before[i]?.cpuUs ?? NaN), requests })
+      })
+      process.stderr.write(`round ${round + 1}/${rounds}\n`)
+    }
+    const perRequest = (a: Arm): number[] => a.samples.map((s) => s.cpuUs / s.requests)
+    const [floor, first] = [arms[0] as Arm, arms[1] as Arm]
+    const ratios = (a: Arm, to: Arm): number[] => perRequest(a).map((v, r) => v / (perRequest(to)[r] as number))
+    const fmt = (xs: number[]): string => `${quantile(xs, 0.5).toFixed(3)} (rounds ${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)})`
+    console.log(`${stream ? 'stream' : 'JSON'}, ${connections} connections per server, ${rounds} rounds × ${seconds} s`)
+    for (const a of arms) {
+      let line = `${a.name}: CPU per request ${quantile(perRequest(a), 0.5).toFixed(0)} µs (median), requests per round ${quantile(a.samples.map((s) => s.requests), 0.5)}`
+      if (a !== floor) line += `; ÷ floor ${fmt(ratios(a, floor))}`
+      if (a !== floor && a !== first) line += `; ÷ build 1 ${fmt(ratios(a, first))}`
+      console.log(line)
+    }
+  } finally {
+    await Promise.all([mock, ...arms.map((a) => a.proc)].map((p) => p.stop()))
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+main().catch((err: unknown) => {
+  console.error(err)
+  process.exit(1)
+})
