@@ -76,10 +76,7 @@ export function retrievalQuery(req: ChatRequest): string | undefined {
   return undefined
 }
 
-/** A request that uses no extension: no session, no history given, no retrieval (the planner's short path). */
-function isPlain(req: ChatRequest): boolean {
-  return req.sessionId === undefined && req.history === undefined && !req.useRAG
-}
+const DISABLED = { query: null, reason: 'disabled' } as const
 
 /** What `save` needs from `prepare`: the messages new to the session, and where a rewinding client diverged. */
 interface Saving {
@@ -107,17 +104,38 @@ export class Planner implements ChatPlanner {
     // general path is one large async function, and entering it (its state and closures allocated, a promise, the
     // caller's await) with the options literal it was called with cost 12 % of a plain relayed request's CPU (parallel
     // A/B of gateway CPU per request, 32 connections; docs/benchmarks.md, "Plain requests take a short path").
-    if (isPlain(req)) {
+    const rag = this.#plainRetrieval(tenant, req)
+    if (rag !== undefined) {
       const known = this.#o.catalog.knownContextLength(req.model, authorization)
-      if (known !== undefined) return this.#plain(req, known.window ?? this.#o.defaultContextLength)
+      if (known !== undefined) return this.#plain(req, known.window ?? this.#o.defaultContextLength, rag)
     }
-    return this.#prepare(tenant, req, authorization, cancel)
+    return this.#prepare(tenant, req, authorization, cancel, rag)
   }
 
-  async #prepare(tenant: Tenant, req: ChatRequest, authorization: string, cancel: Cancel): Promise<PreparedChat> {
+  /**
+   * A request the short path takes: no session and no history given, and nothing to retrieve: retrieval off, or a
+   * tenant without files (asked of the store without an await, where it can answer so). Its `_metadata.rag` query and
+   * reason, as the general path would give them; undefined for any other request.
+   */
+  #plainRetrieval(tenant: Tenant, req: ChatRequest): { query: string | null; reason: NotRetrieved } | undefined {
+    if (req.sessionId !== undefined || req.history !== undefined) return undefined
+    if (!req.useRAG) return DISABLED
+    if (this.#o.knowledge.hasChunksNow(tenant.id) !== false) return undefined
+    const query = retrievalQuery(req)
+    if (query === undefined || query.trim() === '') return { query: query ?? null, reason: 'empty_query' }
+    return { query, reason: req.ragQuery === undefined && asksNothing(query) ? 'small_talk' : 'no_files' }
+  }
+
+  async #prepare(
+    tenant: Tenant,
+    req: ChatRequest,
+    authorization: string,
+    cancel: Cancel,
+    plain: { query: string | null; reason: NotRetrieved } | undefined,
+  ): Promise<PreparedChat> {
     const o = this.#o
     const window = (await o.catalog.contextLength(req.model, authorization, cancel)) ?? o.defaultContextLength
-    if (isPlain(req)) return this.#plain(req, window)
+    if (plain !== undefined) return this.#plain(req, window, plain)
     const usable = o.counter.usableWindow(req.model, window)
     const reserve = req.maxTokens ?? Math.min(o.defaultMaxTokens, Math.floor(usable / 4))
     const model = req.model
@@ -316,13 +334,13 @@ export class Planner implements ChatPlanner {
   }
 
   /**
-   * A request that uses no extension (no session, no history, no retrieval): its messages go upstream as they came,
+   * A request with no session, no history and nothing to retrieve (`#plainRetrieval`): its messages go upstream as they came,
    * counted and checked against the window, with the `_metadata` and trace the general path would give them. Why a path
    * of its own: packing an empty history still built its units, windows and lists, and the general path's state per
    * request (the alignment, the counts' memo, the closures) showed as garbage. Measured by parallel A/B of gateway CPU
    * per plain relayed request (32 connections): see docs/benchmarks.md, "Plain requests take a short path".
    */
-  #plain(req: ChatRequest, window: Tokens): PreparedChat {
+  #plain(req: ChatRequest, window: Tokens, rag: { query: string | null; reason: NotRetrieved }): PreparedChat {
     const o = this.#o
     const model = req.model
     const usable = o.counter.usableWindow(model, window)
@@ -345,7 +363,7 @@ export class Planner implements ChatPlanner {
     checkRequestFits(usable, reserve, totalTokens, toolTokens)
     const metadata: Metadata = {
       memory: { sessionId: null, historyMessages: 0, recalledMessages: 0, recognizedMessages: 0 },
-      rag: { enabled: false, resultsFound: 0, query: null, sources: [], reason: 'disabled', bestRelevance: null },
+      rag: { enabled: req.useRAG, resultsFound: 0, query: rag.query, sources: [], reason: rag.reason, bestRelevance: null },
       context: {
         totalTokens,
         includedMessages: sent.length,
@@ -364,7 +382,7 @@ export class Planner implements ChatPlanner {
       parts: { system, history: 0, recall: 0, excerpts: 0 },
       sources: metadata.rag.sources,
       recalledMessages: 0,
-      leftOut: { historyMessages: 0, chunks: 0, retrievalReason: 'disabled' },
+      leftOut: { historyMessages: 0, chunks: 0, retrievalReason: rag.reason },
       totalTokens,
       window: usable,
       sessionId: null,

@@ -367,6 +367,16 @@ export class KnowledgeBase {
     })
   }
 
+  /**
+   * `hasChunks` without an await, where the store can answer synchronously (the embedded one); undefined where it
+   * cannot (a database): the planner's short path for a tenant without files.
+   */
+  hasChunksNow(tenant: string): boolean | undefined {
+    const index = this.#repo.index
+    if (index.metaNow === undefined) return undefined
+    return (index.metaNow(namespaceOf(tenant))?.count ?? 0) > 0
+  }
+
   /** Whether the tenant has any indexed chunk (tells "no files" from "nothing matched"). */
   async hasChunks(tenant: string): Promise<boolean> {
     return ((await this.#repo.index.meta(namespaceOf(tenant)))?.count ?? 0) > 0

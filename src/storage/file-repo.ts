@@ -105,6 +105,10 @@ export class IndexRecords implements IndexRecordsReader {
     return this.#store.meta.get(['index', namespace]) as IndexMeta | undefined
   }
 
+  metaNow(namespace: string): IndexMeta | undefined {
+    return this.meta(namespace)
+  }
+
   /** Namespaces with index meta whose name starts with `prefix`. */
   namespaces(prefix: string): string[] {
     const out: string[] = []

@@ -233,6 +233,11 @@ export type RowStream<T> = Iterable<T> | AsyncIterable<T>
  */
 export interface IndexRecordsReader {
   meta(namespace: string): Awaitable<IndexMeta | undefined>
+  /**
+   * The same meta, read synchronously, where the engine can (an embedded one; a database answers only through `meta`):
+   * a request's short path asks it without an await.
+   */
+  metaNow?(namespace: string): IndexMeta | undefined
   /** Namespaces with meta whose name starts with `prefix`. */
   namespaces(prefix: string): Awaitable<string[]>
   /** Every vector of the namespace, by label. */
