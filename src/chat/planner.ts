@@ -9,7 +9,7 @@ import { invalidParam } from '../errors.js'
 import { checkPairing, hasToolCalls } from '../messages/pairing.js'
 import { userText } from '../messages/text.js'
 import type { TokenCounter } from '../context/tokenizer.js'
-import { checkRequestFits, pack } from '../context/packer.js'
+import { pack } from '../context/packer.js'
 import type { SessionStore, StoredMessage } from '../storage/interface.js'
 import { sessionKey } from '../storage/session-id.js'
 import type { ModelCatalog } from '../upstream/model-catalog.js'
@@ -26,6 +26,7 @@ import type { ChatRequest } from './validate.js'
 import { alignResent } from './resent-history.js'
 import { asksNothing } from './small-talk.js'
 import { StablePrefix } from './stable-prefix.js'
+import { leadingSystem, plainPlan, type PlainRetrieval } from './plain-plan.js'
 import { clientMarksCache, needsBreakpoints, withBreakpoints } from './cache-breakpoints.js'
 
 export interface PlannerOptions {
@@ -58,8 +59,7 @@ export interface PlannerOptions {
  * from the first other message on keeps its order.
  */
 export function splitRequest(messages: ChatMessage[]): { system: ChatMessage[]; other: ChatMessage[] } {
-  let i = 0
-  while (i < messages.length && (messages[i]?.role === 'system' || messages[i]?.role === 'developer')) i++
+  const i = leadingSystem(messages)
   return { system: messages.slice(0, i), other: messages.slice(i) }
 }
 
@@ -100,14 +100,14 @@ export class Planner implements ChatPlanner {
    * getter of its class (an object literal with a getter is built through V8's slow path).
    */
   prepare(tenant: Tenant, req: ChatRequest, authorization: string, cancel: Cancel): PreparedChat | Promise<PreparedChat> {
-    // A request that uses no extension, once the model list is cached, is answered without an await. Not a detail: the
+    // A request with nothing to remember or retrieve, once the model list is cached, is answered without an await. Not a detail: the
     // general path is one large async function, and entering it (its state and closures allocated, a promise, the
     // caller's await) with the options literal it was called with cost 12 % of a plain relayed request's CPU (parallel
     // A/B of gateway CPU per request, 32 connections; docs/benchmarks.md, "Plain requests take a short path").
     const rag = this.#plainRetrieval(tenant, req)
     if (rag !== undefined) {
       const known = this.#o.catalog.knownContextLength(req.model, authorization)
-      if (known !== undefined) return this.#plain(req, known.window ?? this.#o.defaultContextLength, rag)
+      if (known !== undefined) return plainPlan(this.#o, req, known.window ?? this.#o.defaultContextLength, rag)
     }
     return this.#prepare(tenant, req, authorization, cancel, rag)
   }
@@ -117,7 +117,7 @@ export class Planner implements ChatPlanner {
    * tenant without files (asked of the store without an await, where it can answer so). Its `_metadata.rag` query and
    * reason, as the general path would give them; undefined for any other request.
    */
-  #plainRetrieval(tenant: Tenant, req: ChatRequest): { query: string | null; reason: NotRetrieved } | undefined {
+  #plainRetrieval(tenant: Tenant, req: ChatRequest): PlainRetrieval | undefined {
     if (req.sessionId !== undefined || req.history !== undefined) return undefined
     if (!req.useRAG) return DISABLED
     if (this.#o.knowledge.hasChunksNow(tenant.id) !== false) return undefined
@@ -131,11 +131,11 @@ export class Planner implements ChatPlanner {
     req: ChatRequest,
     authorization: string,
     cancel: Cancel,
-    plain: { query: string | null; reason: NotRetrieved } | undefined,
+    plain: PlainRetrieval | undefined,
   ): Promise<PreparedChat> {
     const o = this.#o
     const window = (await o.catalog.contextLength(req.model, authorization, cancel)) ?? o.defaultContextLength
-    if (plain !== undefined) return this.#plain(req, window, plain)
+    if (plain !== undefined) return plainPlan(o, req, window, plain)
     const usable = o.counter.usableWindow(req.model, window)
     const reserve = req.maxTokens ?? Math.min(o.defaultMaxTokens, Math.floor(usable / 4))
     const model = req.model
@@ -331,63 +331,6 @@ export class Planner implements ChatPlanner {
       sessionId: req.sessionId ?? null,
     }
     return { messages, metadata, countedTokens: result.totalTokens, saving, excerpts: usedHits, trace }
-  }
-
-  /**
-   * A request with no session, no history and nothing to retrieve (`#plainRetrieval`): its messages go upstream as they came,
-   * counted and checked against the window, with the `_metadata` and trace the general path would give them. Why a path
-   * of its own: packing an empty history still built its units, windows and lists, and the general path's state per
-   * request (the alignment, the counts' memo, the closures) showed as garbage. Measured by parallel A/B of gateway CPU
-   * per plain relayed request (32 connections): see docs/benchmarks.md, "Plain requests take a short path".
-   */
-  #plain(req: ChatRequest, window: Tokens, rag: { query: string | null; reason: NotRetrieved }): PreparedChat {
-    const o = this.#o
-    const model = req.model
-    const usable = o.counter.usableWindow(model, window)
-    const reserve = req.maxTokens ?? Math.min(o.defaultMaxTokens, Math.floor(usable / 4))
-    const toolTokens = o.counter.toolsTokens(req.passthrough.tools, model)
-    const sent = req.messages
-    let system = 0
-    while (system < sent.length && (sent[system]?.role === 'system' || sent[system]?.role === 'developer')) system++
-    // As the general path checks it: the messages after the leading system ones.
-    const violation = checkPairing(system === 0 ? sent : sent.slice(system))
-    if (violation !== undefined) throw invalidParam(`messages[${system + violation.index}].${violation.field}`, violation.message)
-    const chatOverhead = o.counter.chatOverhead(model)
-    const messageTokens: Tokens[] = []
-    let totalTokens = chatOverhead + toolTokens
-    for (const m of sent) {
-      const n = o.counter.messageTokens(m, model)
-      messageTokens.push(n)
-      totalTokens += n
-    }
-    checkRequestFits(usable, reserve, totalTokens, toolTokens)
-    const metadata: Metadata = {
-      memory: { sessionId: null, historyMessages: 0, recalledMessages: 0, recognizedMessages: 0 },
-      rag: { enabled: req.useRAG, resultsFound: 0, query: rag.query, sources: [], reason: rag.reason, bestRelevance: null },
-      context: {
-        totalTokens,
-        includedMessages: sent.length,
-        includedChunks: 0,
-        truncated: false,
-        window: usable,
-        reserved: reserve,
-        stablePrefixTokens: 0,
-      },
-    }
-    const messages =
-      o.promptCache !== 'off' && needsBreakpoints(model) && !clientMarksCache(req.passthrough, sent) ? withBreakpoints(sent, system, system) : sent
-    const trace: PromptTrace = {
-      messages,
-      messageTokens,
-      parts: { system, history: 0, recall: 0, excerpts: 0 },
-      sources: metadata.rag.sources,
-      recalledMessages: 0,
-      leftOut: { historyMessages: 0, chunks: 0, retrievalReason: rag.reason },
-      totalTokens,
-      window: usable,
-      sessionId: null,
-    }
-    return { messages, metadata, countedTokens: totalTokens, excerpts: [], trace }
   }
 
   async save(tenant: Tenant, req: ChatRequest, prepared: PreparedChat, reply: ChatMessage): Promise<void> {
