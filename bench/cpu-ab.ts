@@ -15,7 +15,9 @@
  *
  *   node dist/bench/cpu-ab.js [--rounds 12] [--seconds 2] [--connections 8] [--stream] DIST [DIST…]
  *
- * A build given as `DIR@--flag,--flag` runs with those node flags (e.g. V8 heap settings).
+ * A build given as `DIR@--flag,--flag` runs with those node flags (e.g. V8 heap settings); `DIR#responses` is driven
+ * with the Responses scenario's request instead (bench/scenarios/responses.ts: the same message as `input`, `store:
+ * false`, `useRAG: false`), so `dist dist#responses` prices a Responses request against a chat completion.
  */
 import { execFile } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
@@ -23,7 +25,7 @@ import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { promisify } from 'node:util'
 import { spawnRole, type Proc } from './lib/procs.js'
-import { BENCH_KEY, chatBody, PROVIDER_KEY } from './lib/stack.js'
+import { BENCH_KEY, chatBody, MODEL, PROVIDER_KEY } from './lib/stack.js'
 import { quantile } from './lib/stats.js'
 import { FIRST_TOKEN_GAP_MS, MESSAGE } from './scenarios/relay.js'
 
@@ -37,7 +39,20 @@ function arg(name: string, fallback: number): number {
 interface Arm {
   name: string
   proc: Proc
+  /** wrk's script for this arm's request, and the path it is sent to. */
+  script: string
+  path: string
   samples: Array<{ cpuUs: number; requests: number }>
+}
+
+/** A wrk script that POSTs `body` with the bench's keys. */
+function wrkScript(file: string, body: Record<string, unknown>): string {
+  writeFileSync(
+    file,
+    `wrk.method = "POST"\nwrk.body = ${JSON.stringify(JSON.stringify(body))}\nwrk.headers["content-type"] = "application/json"\n` +
+      `wrk.headers["servicekey"] = ${JSON.stringify(BENCH_KEY)}\nwrk.headers["authorization"] = ${JSON.stringify(`Bearer ${PROVIDER_KEY}`)}\n`,
+  )
+  return file
 }
 
 async function main(): Promise<void> {
@@ -53,30 +68,29 @@ async function main(): Promise<void> {
   })
 
   const dir = mkdtempSync(join(tmpdir(), 'recallgate-cpu-ab-'))
+  const streaming = stream ? { stream: true } : {}
+  const chat = wrkScript(join(dir, 'chat.lua'), chatBody(MESSAGE, { useRAG: false, ...streaming }))
+  const responses = wrkScript(join(dir, 'responses.lua'), { model: MODEL, input: MESSAGE, useRAG: false, store: false, ...streaming })
   const mock = await spawnRole({ role: 'mock', options: { maxRecorded: 0, behaviour: { firstTokenGapMs: stream ? FIRST_TOKEN_GAP_MS : 0 } } })
-  const arms: Arm[] = [{ name: 'floor', proc: await spawnRole({ role: 'floor', upstreamOrigin: new URL(mock.url).origin, connections: 128 }), samples: [] }]
+  const floor = await spawnRole({ role: 'floor', upstreamOrigin: new URL(mock.url).origin, connections: 128 })
+  const arms: Arm[] = [{ name: 'floor', proc: floor, script: chat, path: '/api/v1/chat/completions', samples: [] }]
   try {
     for (const [i, build] of builds.entries()) {
-      const [path, flags] = build.split('@') as [string, string | undefined]
+      const [spec, kind] = build.split('#') as [string, string | undefined]
+      const [path, flags] = spec.split('@') as [string, string | undefined]
       const saved = process.execArgv
       // fork() takes the parent's execArgv at the call: the build's node flags, for this child only.
       if (flags !== undefined) process.execArgv = flags.split(',')
       const env = { PORT: '0', HOST: '127.0.0.1', UPSTREAM_BASE_URL: mock.url, DATA_DIR: mkdtempSync(join(dir, 'data-')), SERVICE_KEYS: `${BENCH_KEY}:unlimited` }
       const proc = await spawnRole({ role: 'gateway', env }, { script: join(resolve(path), 'bench', 'lib', 'role.js') })
       process.execArgv = saved
-      arms.push({ name: `${i + 1}: ${build}`, proc, samples: [] })
+      const kindOf = kind === 'responses' ? { script: responses, path: '/api/v1/responses' } : { script: chat, path: '/api/v1/chat/completions' }
+      arms.push({ name: `${i + 1}: ${build}`, proc, ...kindOf, samples: [] })
     }
-    const body = JSON.stringify(chatBody(MESSAGE, { useRAG: false, ...(stream ? { stream: true } : {}) }))
-    const script = join(dir, 'post.lua')
-    writeFileSync(
-      script,
-      `wrk.method = "POST"\nwrk.body = ${JSON.stringify(body)}\nwrk.headers["content-type"] = "application/json"\n` +
-        `wrk.headers["servicekey"] = ${JSON.stringify(BENCH_KEY)}\nwrk.headers["authorization"] = ${JSON.stringify(`Bearer ${PROVIDER_KEY}`)}\n`,
-    )
     for (let round = -1; round < rounds; round++) {
       const before = await Promise.all(arms.map((a) => a.proc.stats()))
       const out = await Promise.all(
-        arms.map((a) => run('wrk', ['-t1', `-c${connections}`, `-d${seconds}s`, '-s', script, `${a.proc.url.replace(/\/$/, '')}/api/v1/chat/completions`])),
+        arms.map((a) => run('wrk', ['-t1', `-c${connections}`, `-d${seconds}s`, '-s', a.script, `${a.proc.url.replace(/\/$/, '')}${a.path}`])),
       )
       const after = await Promise.all(arms.map((a) => a.proc.stats()))
       if (round < 0) continue
