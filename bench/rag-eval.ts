@@ -125,9 +125,18 @@
  *     with the gate 87.8% / 95.7% against 88.0% / 95.8%: the focused excerpts after the first already hold the answer.
  *   - More whole excerpts above the full threshold (2–8 instead of 1, with or without the score ratio), simulated on
  *     the w 0 dump: even +0.5–1.2 points at +1–13 no-answer tokens, odd +0.2–0.7 at +2–28 (over the cap).
- *   - Search depth 40 instead of 8: the answer chunk within reach for 97.8% of even-half questions at 40 (93.5% at 8,
- *     95.2% at 16) but each extra chunk costs ~70 tokens focused and brings no-answer requests more: not measured
- *     further.
+ *   - Measured with the new defaults, each against them (88.3% / 96.0%, no-answer 59 / 99):
+ *     · more whole excerpts above the full threshold (the first 2–3 whole instead of 1, above relevance 0.3–0.9,
+ *       score ratio 0.3–0.5), simulated on the dump: +0–0.9 points at +0–9 no-answer tokens (even), +0–0.4 at +0–13
+ *       (odd, over the cap);
+ *     · searching deeper, the gate's rules unchanged: top-k 12 / 16 give 88.5% / 96.2–96.3% at 62–63 / 105–106
+ *       no-answer tokens (the answer chunk is within the top 16 for 95.2% of even-half questions, the top 8 for 93.5%,
+ *       but the gate's score ratio keeps what lies that deep out);
+ *     · word pairs in focus.ts's choice of sentence too (a sentence's score + w × the pairs it has side by side):
+ *       88.4% / 96.1% at focus 1, 85.3% / 95.2% at focus 0 (85.5% / 95.1% without): noise;
+ *     · word pairs as a ranking bonus in BM25's proximity rerank of its top 50 (+ b × the idf of the pairs found, b 0.5 /
+ *       1, search depth 40): the answer chunk within the top 8 for 93.5% / 93.4% of even-half questions (93.5% without),
+ *       with the gate 88.3% / 88.1% (88.5% without at depth 40): no better, and it would cost every search more.
  *   Unchanged by this round: recall (its index has no phrase weight), /files/search's default min_relevance 0.3.
  *
  * Usage: node dist/bench/rag-eval.js [--chunks 64,96,128] [--overlap 0,16] [--modes bm25,vector,hybrid]
