@@ -137,7 +137,10 @@
  *     · word pairs as a ranking bonus in BM25's proximity rerank of its top 50 (+ b × the idf of the pairs found, b 0.5 /
  *       1, search depth 40): the answer chunk within the top 8 for 93.5% / 93.4% of even-half questions (93.5% without),
  *       with the gate 88.3% / 88.1% (88.5% without at depth 40): no better, and it would cost every search more.
- *   Unchanged by this round: recall (its index has no phrase weight), /files/search's default min_relevance 0.3.
+ *     · marginal hits 1 / 2 / 3 at min 0.2–0.25, full 0.3–0.35: 2 is chosen tuning on either half (3: even 88.6% at
+ *       67 no-answer tokens, odd 96.2% at 111).
+ *   Unchanged by this round: recall (its index has no phrase weight), /files/search's default min_relevance 0.3; the
+ *   cache-eval figure on the unseen conv-26+conv-30 session (92.7%, excerpts 2 tokens a request); memory-eval 81.1%.
  *
  * Usage: node dist/bench/rag-eval.js [--chunks 64,96,128] [--overlap 0,16] [--modes bm25,vector,hybrid]
  *        [--k 20] [--budget 1000] [--rrf 60] [--limit 0] [--gate 0.25,0.3,0.2,0.5,2,1 (min, full, floor, ratio, marginal hits,
