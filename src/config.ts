@@ -112,6 +112,8 @@ export interface Config {
   ragMarginalHits: number
   /** Sentences kept either side of a focused excerpt's best one; -1: excerpts are never cut (relevance.ts focusNeighbours). */
   ragFocusNeighbours: number
+  /** Weight of the query's word pairs found side by side in a chunk's relevance; 0: its terms alone (Bm25Index.relevance). */
+  ragPhraseWeight: number
   chunkTokens: Tokens
   chunkOverlap: Tokens
 
@@ -224,13 +226,14 @@ export const DEFAULTS = {
   RAG_BUDGET_SHARE: '0.25',
   RAG_MAX_TOKENS: '1000',
   RAG_TOP_K: '8',
-  RAG_MIN_RELEVANCE: '0.35',
-  RAG_FULL_RELEVANCE: '0.5',
+  RAG_MIN_RELEVANCE: '0.25',
+  RAG_FULL_RELEVANCE: '0.3',
   RAG_CHUNK_MIN_RELEVANCE: '0.2',
-  RAG_SCORE_RATIO: '0.6',
+  RAG_SCORE_RATIO: '0.5',
   RAG_MARGINAL_HITS: '2',
   RAG_SEARCH_MIN_RELEVANCE: '0.3',
   RAG_FOCUS_NEIGHBOURS: '1',
+  RAG_PHRASE_WEIGHT: '0.5',
   CHUNK_TOKENS: '192',
   CHUNK_OVERLAP: '80',
   RECALL: 'on',
@@ -426,6 +429,7 @@ export function loadConfig(env: Env): Config {
     ragMarginalHits: int('RAG_MARGINAL_HITS', 1, 100),
     ragSearchMinRelevance: share('RAG_SEARCH_MIN_RELEVANCE'),
     ragFocusNeighbours: get('RAG_FOCUS_NEIGHBOURS') === '-1' ? -1 : int('RAG_FOCUS_NEIGHBOURS', 0, 20),
+    ragPhraseWeight: share('RAG_PHRASE_WEIGHT'),
     chunkTokens,
     chunkOverlap,
     recallEnabled: recall === 'on',

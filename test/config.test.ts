@@ -52,6 +52,7 @@ const invalid: Array<[Record<string, string>, RegExp]> = [
   [{ EMBEDDINGS: 'openai-compatible' }, /^EMBEDDINGS_BASE_URL: /],
   [{ CHUNK_TOKENS: '100', CHUNK_OVERLAP: '100' }, /^CHUNK_OVERLAP: /],
   [{ LOG_LEVEL: 'loud' }, /^LOG_LEVEL: /],
+  [{ RAG_PHRASE_WEIGHT: '2' }, /^RAG_PHRASE_WEIGHT: must be a number from 0 to 1/],
   [{ REDIS_URL: 'http://localhost:6379' }, /^REDIS_URL: /],
   [{ RATE_LIMIT_ON_STORE_ERROR: 'maybe' }, /^RATE_LIMIT_ON_STORE_ERROR: /],
   [{ REDIS_TIMEOUT_MS: '0' }, /^REDIS_TIMEOUT_MS: /],

@@ -13,10 +13,10 @@ import { relevantHits } from '../src/knowledge/relevance.js'
 import { FileRepo } from '../src/storage/file-repo.js'
 import { openStore } from '../src/storage/store.js'
 
-async function kbWith(t: Test, embedder: Embedder, files: Record<string, string>): Promise<KnowledgeBase> {
+async function kbWith(t: Test, embedder: Embedder, files: Record<string, string>, opts: { phraseWeight?: number } = {}): Promise<KnowledgeBase> {
   const dir = mkdtempSync(join(tmpdir(), 'kb-relevance-'))
   const store = openStore({ dir })
-  const kb = new KnowledgeBase({ files: new FileRepo(store), dataDir: dir, embedder, chunkTokens: 64, chunkOverlap: 8, maxChunksPerFile: 100, clock: () => 0 })
+  const kb = new KnowledgeBase({ files: new FileRepo(store), dataDir: dir, embedder, chunkTokens: 64, chunkOverlap: 8, maxChunksPerFile: 100, clock: () => 0, ...opts })
   t.teardown(async () => {
     await kb.close()
     await store.close()
@@ -42,6 +42,21 @@ t.test('local embedder: the share of the query the chunk holds', async (t) => {
   t.ok(unknown[0]!.relevance > 0.3)
   const gated = relevantHits(await kb.search('t', 'Zagreb Ljubljana Trieste train', 5), { minRelevance: 0.3, fullRelevance: 0.5 })
   t.same([gated.hits.length, gated.reason], [0, 'not_relevant'], 'mostly unknown words: nothing relevant')
+})
+
+t.test('word pairs: a chunk that repeats the question\'s phrasing is more relevant than one holding its words apart', async (t) => {
+  const files = {
+    'timetable.txt': 'The night train to Vienna leaves from platform four.',
+    'diary.txt': 'Vienna was cold. We took the train home, and slept through the night.',
+  }
+  const kb = await kbWith(t, new LocalEmbedder(), files)
+  const hits = await kb.search('t', 'night train Vienna', 5)
+  const of = (name: string): number | undefined => hits.find((h) => h.filename === name)?.relevance
+  t.equal(of('timetable.txt'), 1, 'night→train and train→vienna side by side (stopwords are not terms)')
+  // Every query word is in the diary too, no pair side by side: (1 + 0.5 × 0) / 1.5 at the default weight 0.5.
+  t.ok(Math.abs((of('diary.txt') ?? 0) - 1 / 1.5) < 1e-3, `diary: ${of('diary.txt')}`)
+  const plain = await kbWith(t, new LocalEmbedder(), files, { phraseWeight: 0 })
+  t.same((await plain.search('t', 'night train Vienna', 5)).map((h) => h.relevance), [1, 1], 'phraseWeight 0: the terms share alone')
 })
 
 t.test('learned embedder: cosine similarity counts, so paraphrases pass the gate', async (t) => {

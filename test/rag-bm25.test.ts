@@ -105,6 +105,27 @@ t.test('proximity: query terms close together outrank the same terms far apart',
   }
 })
 
+t.test('relevance: the query terms a document holds, and with phraseWeight its word pairs side by side', async (t) => {
+  const idx = new Bm25Index({ maxDocs: 10 })
+  idx.add(1, analyze('the harbour crane collapsed on monday'))
+  idx.add(2, analyze('a crane flew over the harbour, and the roof collapsed'))
+  idx.add(3, analyze('unrelated text entirely'))
+  const q = analyze('harbour crane collapsed')
+  t.same(idx.relevance(q, [1, 2, 3]), [1, 1, 0], 'terms alone: both documents hold every query term')
+  const [phrase, scattered, none] = idx.relevance(q, [1, 2, 3], 0.5)
+  t.equal(phrase, 1, 'both pairs found side by side')
+  // Pairs harbour→crane and crane→collapsed, neither adjacent in document 2: (1 + 0.5 × 0) / 1.5.
+  t.ok(Math.abs((scattered as number) - 1 / 1.5) < 1e-6, `scattered words: ${scattered}`)
+  t.equal(none, 0)
+  const [reversed] = idx.relevance(analyze('crane harbour'), [1], 0.5)
+  t.ok(Math.abs((reversed as number) - 1 / 1.5) < 1e-6, `a pair counts in the query's order only: ${reversed}`)
+  t.same(idx.relevance(analyze('crane'), [1, 2], 0.5), [1, 1], 'one term: no pairs, its terms share')
+  // A pair with a word no document has weighs in the total and is never found.
+  const [unknown] = idx.relevance(analyze('harbour crane zeppelin'), [1], 0.5)
+  const [unknownTerms] = idx.relevance(analyze('harbour crane zeppelin'), [1])
+  t.ok((unknown as number) < (unknownTerms as number) && (unknown as number) > 0, `${unknown} < ${unknownTerms}`)
+})
+
 t.test('the document bound is enforced', async (t) => {
   const idx = new Bm25Index({ maxDocs: 2 })
   idx.add(1, ['a'])

@@ -139,3 +139,24 @@ t.test('a second excerpt goes in as its best sentences only, and _metadata says 
   t.equal(r.sent.match(/night ferry to the islands/g)?.length, 2, 'the answering sentence of both passages')
   t.equal(r.sent.match(/Parking near the quay/g)?.length, 1, "the second passage's other sentences stay out")
 })
+
+t.test('a file that repeats the question\'s phrasing is more relevant than one holding its words apart (RAG_PHRASE_WEIGHT)', async (t) => {
+  const h = await startHarness(t)
+  const files: Array<[string, string]> = [
+    ['timetable.md', 'The night train to Vienna leaves from platform four.'],
+    ['diary.md', 'Vienna was cold. We took the train home, and slept through the night.'],
+  ]
+  for (const [filename, content] of files) {
+    const r = await h.fetch('/api/v1/files', { method: 'POST', key: KEY_A, provider: null, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ filename, content }) })
+    t.equal(r.status, 201)
+  }
+  const res = await h.fetch('/api/v1/files/search', { method: 'POST', key: KEY_A, provider: null, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: 'night train Vienna' }) })
+  const hits = ((await res.json()) as { data: Array<{ filename: string; relevance: number }> }).data
+  const of = (name: string): number | undefined => hits.find((x) => x.filename === name)?.relevance
+  t.equal(of('timetable.md'), 1, 'every word, and both pairs side by side')
+  // Every word, no pair side by side: (1 + 0.5 × 0) / 1.5, rounded to 3 places by the route.
+  t.equal(of('diary.md'), 0.667)
+  const r = await ask(h, 'night train Vienna?')
+  t.equal(r.rag.bestRelevance, 1)
+  t.equal(r.rag.sources[0]?.filename, 'timetable.md')
+})

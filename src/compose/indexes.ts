@@ -42,6 +42,7 @@ export function openIndexes(opts: {
     embedder,
     chunkTokens: config.chunkTokens,
     chunkOverlap: config.chunkOverlap,
+    phraseWeight: config.ragPhraseWeight,
     maxChunksPerFile: config.maxChunksPerFile,
     maxFreshVectors: config.indexFreshMax,
     clock: opts.now,

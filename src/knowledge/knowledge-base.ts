@@ -21,7 +21,7 @@ import { IndexClosedError, SearchIndex, type SearchMode } from '../retrieval/sea
 import type { HnswParams } from '../retrieval/vector-index.js'
 import { prepareFile, titleOf } from './prepare.js'
 import { focusSpan } from './focus.js'
-import { relevantHits, type RelevanceGate } from './relevance.js'
+import { DEFAULT_PHRASE_WEIGHT, relevantHits, type RelevanceGate } from './relevance.js'
 import { countO200k } from '../context/token-count.js'
 import { PreparePool, type PreparePoolOptions } from './prepare-pool.js'
 import type { ExtractLimits } from '../ingest/extract.js'
@@ -87,6 +87,11 @@ export interface KnowledgeBaseOptions {
    * "renounced"; search-index.ts `foldTerms`). Default true; false ranks on the analyzer's terms as they are.
    */
   foldTerms?: boolean
+  /**
+   * Weight of the query's word pairs found side by side in a chunk's relevance (relevance.ts, Bm25Index.relevance
+   * `phraseWeight`). Default DEFAULT_PHRASE_WEIGHT; 0: the share of the query's terms alone.
+   */
+  phraseWeight?: number
   /** Told when an index file cannot be saved (it is rebuilt from the store at the next start); a process warning by default. */
   onIndexSaveError?: (err: unknown, file: string) => void
   /** Whether the disk has room for a graph file of this many bytes (SearchIndexOptions.cacheRoom). */
@@ -151,6 +156,7 @@ export class KnowledgeBase {
       hnsw: opts.hnsw,
       ...(opts.maxFreshVectors === undefined ? {} : { maxFresh: opts.maxFreshVectors }),
       foldTerms: opts.foldTerms ?? true,
+      phraseWeight: opts.phraseWeight ?? DEFAULT_PHRASE_WEIGHT,
       onSaveError: opts.onIndexSaveError,
       ...(opts.indexCacheRoom ? { cacheRoom: opts.indexCacheRoom } : {}),
       source: {

@@ -5,7 +5,9 @@
  *
  * "Relevant" is measured per chunk as the share of the query's information it holds (Bm25Index.relevance): the idf of
  * the distinct query terms found in the chunk (with its file name and headings) over the idf of all of them, a term no
- * file has counting at the highest idf. A query whose best chunk holds less than `minRelevance` of it retrieves
+ * file has counting at the highest idf, blended at `DEFAULT_PHRASE_WEIGHT` with the share of the query's consecutive
+ * word pairs the chunk has side by side (on SQuAD's halves it separated answerable from unanswerable questions better
+ * both ways; with it the gate's thresholds moved down, see bench/rag-eval.ts's third round). A query whose best chunk holds less than `minRelevance` of it retrieves
  * nothing; one whose best chunk holds less than `fullRelevance` gets that chunk alone (a near miss costs one chunk, not
  * the whole budget); above that, the ranked chunks go in as before, within the budget. With a learned embedder a
  * chunk's cosine similarity to the query counts when higher (knowledge-base.ts), as recall's similarity floor does.
@@ -20,7 +22,8 @@
  * best-matching sentences (focus.ts) so that a question no file answers, which mostly lands here, costs ~70 tokens an
  * excerpt rather than ~200. Above it the best chunk stays whole and the rest are cut the same way. On SQuAD this kept
  * the hits (91.8% all data) at 340 retrieved tokens instead of 516, and the no-answer requests at 55 / 97 tokens on the
- * two halves instead of 79 / 130 (bench/rag-eval.ts header: how it was chosen, and the held-out figures).
+ * two halves instead of 79 / 130; with word pairs in relevance and the thresholds tuned again, 93.1% at 428 tokens,
+ * no-answer 59 / 99 (bench/rag-eval.ts header: how they were chosen, and the held-out figures).
  *
  * Chosen with bench/rag-eval.ts --precision (SQuAD, half the articles uploaded, the other half's questions and LoCoMo
  * chit-chat as the questions no file answers; tuned on one half, measured on the other): its header has the figures.
@@ -56,7 +59,10 @@ export interface RelevanceGate {
   focusNeighbours?: number
 }
 
-export const DEFAULT_RELEVANCE_GATE: RelevanceGate = { minRelevance: 0.35, fullRelevance: 0.5, hitFloor: 0.2, scoreRatio: 0.6, marginalHits: 2, focusNeighbours: 1 }
+/** A chunk's relevance blends in the query's word pairs found side by side at this weight (Bm25Index.relevance). */
+export const DEFAULT_PHRASE_WEIGHT = 0.5
+
+export const DEFAULT_RELEVANCE_GATE: RelevanceGate = { minRelevance: 0.25, fullRelevance: 0.3, hitFloor: 0.2, scoreRatio: 0.5, marginalHits: 2, focusNeighbours: 1 }
 
 /** Why a request's prompt got no retrieved chunks (`_metadata.rag.reason`); null when it got some. */
 export type NotRetrieved =

@@ -189,6 +189,11 @@ export interface SearchIndexOptions {
    * the vectors are untouched. Default false. Nothing stored changes: BM25 is rebuilt from the text at every load.
    */
   foldTerms?: boolean
+  /**
+   * Weight of the query's word pairs found side by side in a hit's relevance (Bm25Index.relevance `phraseWeight`).
+   * Default 0: relevance is the share of the query's terms alone.
+   */
+  phraseWeight?: number
 }
 
 interface Entry {
@@ -236,6 +241,7 @@ export class SearchIndex {
   readonly #graphWorkerMin: number
   /** The terms BM25 indexes and searches, from `analyze`'s (foldTerms, or as they are). */
   readonly #lexical: (terms: readonly string[]) => readonly string[]
+  readonly #phraseWeight: number
   readonly #loaded: LRUCache<string, Entry>
   readonly #onSaveError: (err: unknown, file: string) => void
   readonly #cacheRoom: ((bytes: number) => Promise<boolean>) | undefined
@@ -263,6 +269,7 @@ export class SearchIndex {
     this.#maxFresh = Math.max(0, opts.maxFresh ?? DEFAULT_MAX_FRESH)
     this.#graphWorkerMin = opts.graphWorkerMin ?? 5000
     this.#lexical = opts.foldTerms === true ? foldTerms : (terms) => terms
+    this.#phraseWeight = opts.phraseWeight ?? 0
     this.#onSaveError =
       opts.onSaveError ?? ((err, file) => process.emitWarning(`recallgate: could not save ${file}: ${String(err)}`, 'IndexSaveWarning'))
     this.#cacheRoom = opts.cacheRoom
@@ -398,7 +405,7 @@ export class SearchIndex {
       if (hits.length === k) break
     }
     // From the same entry the ranking used: no second read of the namespace's state (with PostgreSQL, a round trip).
-    const relevance = entry.bm25.relevance(terms, hits.map((h) => h.label))
+    const relevance = entry.bm25.relevance(terms, hits.map((h) => h.label), this.#phraseWeight)
     hits.forEach((h, i) => {
       h.relevance = relevance[i] ?? 0
     })
