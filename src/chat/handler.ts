@@ -36,7 +36,7 @@ export interface PreparedChat {
 /** The memory/retrieval/packing side of a chat, behind one seam so the relay knows nothing of storage. */
 export interface ChatPlanner {
   /**
-   * Synchronous when it can be (a request that uses no extension, the model list cached): no await on the hot path.
+   * Synchronous when it can be (nothing to remember or retrieve, the model list cached): no await on the hot path.
    * `cancel.signal`: the client's departure, read only if something is to be cancelled (the request context).
    */
   prepare(tenant: Tenant, req: ChatRequest, authorization: string, cancel: Cancel): PreparedChat | Promise<PreparedChat>

@@ -22,8 +22,8 @@ export interface RequestDoneOptions {
 /**
  * The records of the requests that finished in one turn of the event loop are handled together, at the end of the turn
  * (setImmediate), not each as its response finishes: the same work, run back to back, cost less (parallel A/B of
- * gateway CPU per plain relayed request at 32 connections, docs/benchmarks.md: 0.93–0.96×). Nothing is held longer
- * than the turn, and a request's line and metrics are out before the next request is read.
+ * gateway CPU per plain relayed request, docs/benchmarks.md: 0.91–0.96×). Nothing is held past the turn in which its
+ * response finished: a client that reads /metrics right after its answer sees its request counted.
  */
 export function requestDone(o: RequestDoneOptions): (r: RequestRecord) => void {
   const one = recordRequest(o)
