@@ -118,6 +118,9 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
         // Whatever is still running after the grace period is cut off.
         http.server.closeAllConnections()
         await closed
+        // The bookkeeping of the last requests runs at the end of the turn they finished in (observe/request-done.ts):
+        // one more turn, so their usage rows and traces are recorded before the recorders are flushed and closed.
+        await new Promise<void>((resolve) => setImmediate(resolve))
         await closers.closeAll()
         logger.flush()
       })()
