@@ -31,6 +31,14 @@ export function leadingSystem(messages: readonly ChatMessage[]): number {
   return i
 }
 
+/**
+ * The room kept for the reply: the request's max_completion_tokens or max_tokens, else DEFAULT_MAX_TOKENS capped at a
+ * quarter of the usable window. One rule for both of the planner's paths.
+ */
+export function replyReserve(req: ChatRequest, usable: Tokens, defaultMaxTokens: Tokens): Tokens {
+  return req.maxTokens ?? Math.min(defaultMaxTokens, Math.floor(usable / 4))
+}
+
 export function plainPlan(
   o: { counter: TokenCounter; defaultMaxTokens: Tokens; promptCache?: 'auto' | 'off' },
   req: ChatRequest,
@@ -39,7 +47,7 @@ export function plainPlan(
 ): PreparedChat {
   const model = req.model
   const usable = o.counter.usableWindow(model, window)
-  const reserve = req.maxTokens ?? Math.min(o.defaultMaxTokens, Math.floor(usable / 4))
+  const reserve = replyReserve(req, usable, o.defaultMaxTokens)
   const toolTokens = o.counter.toolsTokens(req.passthrough.tools, model)
   const sent = req.messages
   const system = leadingSystem(sent)

@@ -26,7 +26,7 @@ import type { ChatRequest } from './validate.js'
 import { alignResent } from './resent-history.js'
 import { asksNothing } from './small-talk.js'
 import { StablePrefix } from './stable-prefix.js'
-import { leadingSystem, plainPlan, type PlainRetrieval } from './plain-plan.js'
+import { leadingSystem, plainPlan, replyReserve, type PlainRetrieval } from './plain-plan.js'
 import { clientMarksCache, needsBreakpoints, withBreakpoints } from './cache-breakpoints.js'
 
 export interface PlannerOptions {
@@ -100,10 +100,10 @@ export class Planner implements ChatPlanner {
    * getter of its class (an object literal with a getter is built through V8's slow path).
    */
   prepare(tenant: Tenant, req: ChatRequest, authorization: string, cancel: Cancel): PreparedChat | Promise<PreparedChat> {
-    // A request with nothing to remember or retrieve, once the model list is cached, is answered without an await. Not a detail: the
-    // general path is one large async function, and entering it (its state and closures allocated, a promise, the
-    // caller's await) with the options literal it was called with cost 12 % of a plain relayed request's CPU (parallel
-    // A/B of gateway CPU per request, 32 connections; docs/benchmarks.md, "Plain requests take a short path").
+    // A request with nothing to remember or retrieve, once the model list is cached, is answered without an await.
+    // Not a detail: the general path is one large async function, and entering it (its state and closures allocated,
+    // a promise, the caller's await) with the options literal it was called with cost 12 % of a plain relayed
+    // request's CPU (parallel A/B of gateway CPU per request; docs/benchmarks.md, "Plain requests take a short path").
     const rag = this.#plainRetrieval(tenant, req)
     if (rag !== undefined) {
       const known = this.#o.catalog.knownContextLength(req.model, authorization)
@@ -137,7 +137,7 @@ export class Planner implements ChatPlanner {
     const window = (await o.catalog.contextLength(req.model, authorization, cancel)) ?? o.defaultContextLength
     if (plain !== undefined) return plainPlan(o, req, window, plain)
     const usable = o.counter.usableWindow(req.model, window)
-    const reserve = req.maxTokens ?? Math.min(o.defaultMaxTokens, Math.floor(usable / 4))
+    const reserve = replyReserve(req, usable, o.defaultMaxTokens)
     const model = req.model
     const toolTokens = o.counter.toolsTokens(req.passthrough.tools, model)
     const { system, other } = splitRequest(req.messages)
