@@ -32,7 +32,7 @@ export class TraceRecorder {
   #pending: { tenant: string; trace: RequestTrace }[] = []
   /** Where the queue starts in `#pending` (traces before it were dropped). */
   #head = 0
-  #scheduled = false
+  /** The write FLUSH_MS after the first queued trace, while one is due. */
   #timer: NodeJS.Timeout | undefined
   #writing: Promise<void> = Promise.resolve()
   dropped = 0
@@ -60,8 +60,7 @@ export class TraceRecorder {
     }
     if (this.#pending.length - this.#head >= FLUSH_AT) {
       void this.flush()
-    } else if (!this.#scheduled) {
-      this.#scheduled = true
+    } else if (this.#timer === undefined) {
       // One transaction per FLUSH_MS, not per request: a commit costs more than the traces in it (bench/trace-cost.ts).
       this.#timer = setTimeout(() => void this.flush(), FLUSH_MS).unref()
     }
@@ -69,8 +68,8 @@ export class TraceRecorder {
 
   /** Writes what is queued; resolves when everything recorded so far is in the store (readers call it first). */
   flush(): Promise<void> {
-    if (this.#scheduled) clearTimeout(this.#timer)
-    this.#scheduled = false
+    clearTimeout(this.#timer)
+    this.#timer = undefined
     const batch = this.#head === 0 ? this.#pending : this.#pending.slice(this.#head)
     this.#pending = []
     this.#head = 0
