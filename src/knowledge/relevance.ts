@@ -7,10 +7,11 @@
  * the distinct query terms found in the chunk (with its file name and headings) over the idf of all of them, a term no
  * file has counting at the highest idf, blended at `DEFAULT_PHRASE_WEIGHT` with the share of the query's consecutive
  * word pairs the chunk has side by side (on SQuAD's halves it separated answerable from unanswerable questions better
- * both ways; with it the gate's thresholds moved down, see bench/rag-eval.ts's third round). A query whose best chunk holds less than `minRelevance` of it retrieves
- * nothing; one whose best chunk holds less than `fullRelevance` gets that chunk alone (a near miss costs one chunk, not
- * the whole budget); above that, the ranked chunks go in as before, within the budget. With a learned embedder a
- * chunk's cosine similarity to the query counts when higher (knowledge-base.ts), as recall's similarity floor does.
+ * both ways; with it the gate's thresholds moved down, see bench/rag-eval.ts's third round). A query whose best chunk
+ * holds less than `minRelevance` of it retrieves nothing; one whose best chunk holds less than `fullRelevance` gets
+ * that chunk alone (a near miss costs one chunk, not the whole budget); above that, the ranked chunks go in as before,
+ * within the budget. With a learned embedder a chunk's cosine similarity to the query counts when higher
+ * (knowledge-base.ts), as recall's similarity floor does.
  *
  * How many: above `fullRelevance`, a question does not get a fixed number of chunks but those whose BM25 score is at
  * least `scoreRatio` of the best one's. A question one passage answers stands out of its ranking (its best chunk far
