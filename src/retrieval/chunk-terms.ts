@@ -71,13 +71,17 @@ export function decodeTerms(coded: CodedTerms): string[][] {
 
 /** Each chunk's terms as a list, one chunk at a time, over the vocabulary already split (`vocabularyOf`). */
 export function* termLists(coded: CodedTerms, vocab: readonly string[]): Generator<string[]> {
-  let from = 0
-  for (const end of coded.ends) {
-    const terms = new Array<string>(end - from)
-    for (let k = from; k < end; k++) terms[k - from] = vocab[coded.codes[k] as number] as string
+  for (let i = 0; i < coded.ends.length; i++) {
+    const codes = chunkCodes(coded, i)
+    const terms = new Array<string>(codes.length)
+    for (let k = 0; k < codes.length; k++) terms[k] = vocab[codes[k] as number] as string
     yield terms
-    from = end
   }
+}
+
+/** Chunk `i`'s codes (a view into `coded.codes`, not a copy). */
+export function chunkCodes(coded: CodedTerms, i: number): Uint32Array {
+  return coded.codes.subarray(i === 0 ? 0 : (coded.ends[i - 1] as number), coded.ends[i] as number)
 }
 
 /** `analyze(indexText(title, chunk))` for every chunk, where indexText joins title, heading path and text with '\n'. */

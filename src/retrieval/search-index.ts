@@ -38,7 +38,7 @@ import { DEFAULT_RRF_K, reciprocalRankFusion } from './fusion.js'
 import { DEFAULT_SLICE_MS, TimeSlicer } from './time-slice.js'
 import { DEFAULT_HNSW, VectorIndex, type HnswParams } from './vector-index.js'
 import { FreshVectors, mergeRankings } from './fresh-vectors.js'
-import { vocabularyOf, type CodedTerms } from './chunk-terms.js'
+import { chunkCodes, vocabularyOf, type CodedTerms } from './chunk-terms.js'
 
 export type DocRef = ReadonlyArray<string | number>
 export type SearchMode = 'hybrid' | 'bm25' | 'vector'
@@ -461,10 +461,9 @@ export class SearchIndex {
         if (d.coded !== undefined) {
           let ids = termIds.get(d.coded)
           if (ids === undefined) termIds.set(d.coded, (ids = await this.#vocabularyIds(entry.bm25, d.coded, slicer)))
-          const { codes, ends } = d.coded
-          const from = d.doc === 0 ? 0 : (ends[d.doc - 1] as number)
-          const seq = new Uint32Array((ends[d.doc] as number) - from)
-          for (let k = 0; k < seq.length; k++) seq[k] = ids[codes[from + k] as number] as number
+          const codes = chunkCodes(d.coded, d.doc)
+          const seq = new Uint32Array(codes.length)
+          for (let k = 0; k < seq.length; k++) seq[k] = ids[codes[k] as number] as number
           entry.bm25.addIds(d.label, seq)
         } else entry.bm25.add(d.label, d.terms !== undefined ? this.#lexical(d.terms) : this.#terms(d.text))
         entry.refs.set(d.label, d.ref)
