@@ -220,6 +220,7 @@ t.test('itemsToMessages: table', async (t) => {
             { type: 'input_image', file_id: 'file-9', detail: 'auto' },
             { type: 'input_file', filename: 'a.pdf', file_data: 'data:application/pdf;base64,QQ==' },
             { type: 'input_file', file_id: 'file-2' },
+            { type: 'input_file', filename: 'r.pdf', file_url: 'https://example.com/r.pdf' },
           ],
         },
       ],
@@ -233,6 +234,8 @@ t.test('itemsToMessages: table', async (t) => {
             { type: 'image_url', image_url: { url: '', file_id: 'file-9', detail: 'auto' } },
             { type: 'file', file: { filename: 'a.pdf', file_data: 'data:application/pdf;base64,QQ==' } },
             { type: 'file', file: { file_id: 'file-2' } },
+            // Chat has no file_url: OpenRouter fetches a URL given as file_data.
+            { type: 'file', file: { filename: 'r.pdf', file_data: 'https://example.com/r.pdf' } },
           ],
         },
       ],

@@ -19,6 +19,7 @@ import { relayStream, spliceMetadata, SSE_HEADERS, streamFailure, type StreamOut
 import { messagesJsonOf, upstreamBody } from './upstream-body.js'
 import { replyFromCompletion } from '../messages/reply.js'
 import { validateChat, type ChatRequest, type ValidationLimits } from './validate.js'
+import { namesFiles, resolveFileParts, type FileTexts } from './file-inputs.js'
 
 export interface PreparedChat {
   messages: ChatMessage[]
@@ -56,6 +57,14 @@ export interface ChatHandlerOptions {
   clock: Clock
   /** The gateway asks the upstream for the usage chunk even when the client did not, to learn token counts. */
   alwaysRequestUsage: boolean
+  /** The caller's files, for a message part that names one by id (file-inputs.ts); without it such parts go as sent. */
+  files?: NamedFiles
+}
+
+/** The caller's files and the model's window they must fit (file-inputs.ts). */
+export interface NamedFiles {
+  texts: FileTexts
+  window(model: string, authorization: string, cancel: Cancel): Promise<Tokens>
 }
 
 export function chatHandler(o: ChatHandlerOptions): Handler {
@@ -64,12 +73,16 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
     if (tenant === undefined) throw gatewayError('missing_service_key')
     const body = await readJsonObject(ctx.req, o.limits.maxBodyBytes)
     const header = ctx.req.headers['x-session-id']
-    const req = validateChat(body, o.limits, { sessionId: typeof header === 'string' ? utf8Header(header, 'x-session-id') : undefined })
+    let req = validateChat(body, o.limits, { sessionId: typeof header === 'string' ? utf8Header(header, 'x-session-id') : undefined })
     ctx.facts.model = req.model
     ctx.facts.stream = req.stream
 
     const authorization = ctx.req.headers.authorization
     if (authorization === undefined || authorization.trim() === '') throw gatewayError('missing_provider_key')
+    if (o.files !== undefined && namesFiles(req.messages)) {
+      const window = await o.files.window(req.model, authorization, ctx)
+      req = { ...req, messages: await resolveFileParts(req.messages, o.files.texts, tenant.id, window) }
+    }
 
     // The context's `signal` is a getter: the AbortSignal is only made if the planner reads it (see ClientGone).
     const planned = o.planner.prepare(tenant, req, authorization, ctx)

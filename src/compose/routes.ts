@@ -27,6 +27,7 @@ import { requestRoutes } from '../routes/requests.js'
 import { responseRoutes } from '../routes/responses.js'
 import { sessionRoutes } from '../routes/sessions.js'
 import { usageHandler } from '../routes/usage.js'
+import type { Cancel } from '../retrieval/embedder.js'
 import type { Clock } from '../types.js'
 import type { GatewayStores } from './stores.js'
 import type { Indexes } from './indexes.js'
@@ -80,6 +81,12 @@ export function routeTable(parts: {
     quotas,
   })
   const admin = adminKeyRoutes(stores.keys, { adminKey: config.adminKey, maxBodyBytes: config.maxBodyBytes })
+  // A message part naming one of the caller's files by id: its text, as long as the model's window can hold it.
+  const files = {
+    texts: parts.indexes.knowledge,
+    window: async (model: string, authorization: string, cancel: Cancel) =>
+      (await catalog.contextLength(model, authorization, cancel)) ?? config.defaultContextLength,
+  }
   return [
     { method: 'GET', path: '/healthz', auth: false, handler: healthHandler() },
     { method: 'GET', path: '/readyz', auth: false, handler: readinessHandler(parts.readiness, READINESS_TIMEOUT) },
@@ -102,6 +109,7 @@ export function routeTable(parts: {
         planner,
         clock,
         alwaysRequestUsage: true,
+        files,
         limits: {
           maxMessages: config.maxMessages,
           maxSessionIdLength: config.maxSessionIdLength,
@@ -121,6 +129,7 @@ export function routeTable(parts: {
         responses,
         conversations,
         sessions,
+        files,
         chains: new ChainCache(CHAIN_CACHE_MESSAGES),
         countStored: (m) => counter.storedContentTokens(m),
         clock,

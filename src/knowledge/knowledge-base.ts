@@ -294,6 +294,31 @@ export class KnowledgeBase {
     return this.#repo.getFile(tenant, id)
   }
 
+  /**
+   * A file's extracted text, for a message that names the file (chat/file-inputs.ts): stitched back from its chunks,
+   * each an exact slice of the text at its range, overlapping their neighbours (a gap between two, white space the
+   * chunker left out, becomes a blank line). Undefined for a file this tenant does not have; `{ tooLarge }` without
+   * reading it when its chunks alone would hold more than `maxTokens`.
+   */
+  async fileText(tenant: string, id: string, maxTokens: Tokens): Promise<{ filename: string; text: string } | { tooLarge: Tokens } | undefined> {
+    const file = await this.#repo.getFile(tenant, id)
+    if (file === undefined) return undefined
+    // What the chunks hold without their overlap: a file of one chunk is that chunk.
+    const estimate = file.chunks * Math.max(1, this.#opts.chunkTokens - this.#opts.chunkOverlap)
+    if (estimate > maxTokens) return { tooLarge: estimate }
+    // Straight from the store, not through the search's row cache: a whole file would push out the rows searches use.
+    const rows = await this.#repo.chunksAt(tenant, Array.from({ length: file.chunks }, (_, i) => [id, i] as const))
+    const chunks = rows.flatMap((r) => (r === undefined ? [] : [r.chunk])).sort((a, b) => a.start - b.start)
+    let text = ''
+    let covered = -1
+    for (const c of chunks) {
+      if (covered < 0 || c.start > covered) text += (covered < 0 ? '' : '\n\n') + c.text
+      else if (c.end > covered) text += c.text.slice(covered - c.start)
+      covered = Math.max(covered, c.end)
+    }
+    return { filename: file.filename, text }
+  }
+
   async delete(tenant: string, id: string): Promise<boolean> {
     const ns = namespaceOf(tenant)
     const change = await this.#repo.deleteFile(tenant, ns, id, (c) => this.#index.expect(ns, c.meta))

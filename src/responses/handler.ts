@@ -16,7 +16,8 @@ import type { Handler, RequestContext } from '../http/server.js'
 import type { ConversationStore, ResponseStore, SessionStore, StoredResponse } from '../storage/interface.js'
 import type { ChatMessage, Clock, Tenant, Tokens } from '../types.js'
 import type { UpstreamClient } from '../upstream/client.js'
-import { annotateOutcome, annotateUsage, type ChatPlanner, type PreparedChat } from '../chat/handler.js'
+import { annotateOutcome, annotateUsage, type ChatPlanner, type NamedFiles, type PreparedChat } from '../chat/handler.js'
+import { resolveInputFiles } from './input-files.js'
 import { relayStream, SSE_HEADERS, type Usage } from '../chat/relay-stream.js'
 import { callUpstream, readCompletion } from '../chat/upstream-call.js'
 import { messagesJsonOf, upstreamBody } from '../chat/upstream-body.js'
@@ -45,6 +46,8 @@ export interface ResponsesHandlerOptions {
   sessions: SessionStore
   /** Walked `previous_response_id` chains, reused by the next turn (state.ts). */
   chains?: ChainCache
+  /** The caller's files, for an `input_file` that names one by id (input-files.ts). */
+  files?: NamedFiles
   /** Stored token counts of a turn's messages (what a chained request's packing reads). */
   countStored: (m: ChatMessage) => Tokens
   clock: Clock
@@ -89,7 +92,8 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
     }
     const input = r.input.some((item) => item.type === 'item_reference') ? await resolveReferences(r.input, o.responses, tenant.id) : r.input
     if (chain !== undefined) checkPendingCalls(chain, input)
-    const inputMessages = itemsToMessages(input)
+    const resolved = o.files === undefined ? input : await resolveInputFiles(input, o.files, tenant.id, r.model, authorization, ctx)
+    const inputMessages = itemsToMessages(resolved)
     const messages: ChatMessage[] =
       r.instructions === null || r.instructions === '' ? inputMessages : [{ role: 'system', content: r.instructions }, ...inputMessages]
     const chatReq = chatRequestOf(r, messages, conversationId, chain)

@@ -95,7 +95,12 @@ function chatPart(p: Record<string, unknown>): ContentPart {
     }
     case 'input_file': {
       const file: Record<string, unknown> = {}
-      for (const k of ['filename', 'file_data', 'file_id', 'file_url'] as const) if (typeof p[k] === 'string') file[k] = p[k]
+      if (typeof p.filename === 'string') file.filename = p.filename
+      // Chat has no file_url: OpenRouter takes a file's URL in file_data and fetches it (its PDF inputs).
+      const data = typeof p.file_data === 'string' ? p.file_data : p.file_url
+      if (typeof data === 'string') file.file_data = data
+      // Left only where nothing resolved it (a tool's output); a message's named file is its text by now (input-files.ts).
+      if (typeof p.file_id === 'string') file.file_id = p.file_id
       return { type: 'file', file }
     }
     case 'input_audio':

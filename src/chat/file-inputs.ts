@@ -1,0 +1,80 @@
+/**
+ * A message part that names one of the caller's uploaded files by id (Chat's `{type: "file", file: {file_id}}`, the
+ * Responses API's `{type: "input_file", file_id}`) becomes a text part holding that file's extracted text. It is
+ * OpenAI's flow: upload with `files.create`, then refer to the file in a message. The provider behind the gateway
+ * cannot resolve it: OpenRouter has no Files API, and our ids are ours. Sent through as it came, the part reached a
+ * provider that refused it or dropped it, and the model answered without the file.
+ *
+ * The text goes in fenced as quoted data (the knowledge base's excerpts are framed the same way, context/fence.ts), with
+ * the file's name. An id that is not one of the caller's files is a 400 naming the part. A file too large to send
+ * whole is a 400 before it is read (`maxTokens`, the model's window); searching it (`useRAG`, `file_search`) is the
+ * way to use a large file. The resolved text is what the request's messages hold from here on: the session saves it
+ * and a chained response replays it, so a later turn does not depend on the file still being there.
+ */
+import { gatewayError, invalidParam } from '../errors.js'
+import { fenceFor } from '../context/fence.js'
+import type { ChatMessage, ContentPart, Tokens } from '../types.js'
+import { isObject } from '../types.js'
+
+/** The caller's files as this module reads them (KnowledgeBase.fileText). */
+export interface FileTexts {
+  fileText(tenant: string, id: string, maxTokens: Tokens): Promise<{ filename: string; text: string } | { tooLarge: Tokens } | undefined>
+}
+
+/** The id a Chat `file` part names, if any. */
+function chatFileId(part: unknown): string | undefined {
+  if (!isObject(part) || part.type !== 'file' || !isObject(part.file)) return undefined
+  const id = part.file.file_id
+  return typeof id === 'string' ? id : undefined
+}
+
+/** Whether any message has a file part naming a file by id (a scan, no allocation: most requests have none). */
+export function namesFiles(messages: readonly ChatMessage[]): boolean {
+  for (const m of messages) {
+    if (!Array.isArray(m.content)) continue
+    for (const p of m.content) if (chatFileId(p) !== undefined) return true
+  }
+  return false
+}
+
+/** The text part a named file becomes. */
+export function fileTextPart(id: string, filename: string, text: string): ContentPart {
+  const fence = fenceFor(text)
+  return { type: 'text', text: `The file ${JSON.stringify(filename)} (${id}), quoted:\n${fence}\n${text}\n${fence}` }
+}
+
+/**
+ * The file `id` as a text part, or the 400 naming `param`. `maxTokens` bounds what is read (the model's window: a file
+ * larger than that cannot be sent whole).
+ */
+export async function resolveFile(files: FileTexts, tenant: string, id: string, maxTokens: Tokens, param: string): Promise<ContentPart> {
+  const found = await files.fileText(tenant, id, maxTokens)
+  if (found === undefined) {
+    throw invalidParam(param, `No file with id '${id}' among your files: upload it with POST /v1/files first, or send its content as file_data`)
+  }
+  if ('tooLarge' in found) {
+    throw gatewayError('context_length_exceeded', {
+      param,
+      message: `The file '${id}' holds about ${found.tooLarge} tokens, more than the model's window of ${maxTokens}: search it instead (useRAG, or the file_search tool)`,
+    })
+  }
+  return fileTextPart(id, found.filename, found.text)
+}
+
+/** `messages` with every Chat file part that names a file by id replaced by the file's text (namesFiles first). */
+export async function resolveFileParts(messages: readonly ChatMessage[], files: FileTexts, tenant: string, maxTokens: Tokens): Promise<ChatMessage[]> {
+  const out: ChatMessage[] = []
+  for (const [i, m] of messages.entries()) {
+    if (!Array.isArray(m.content) || !m.content.some((p) => chatFileId(p) !== undefined)) {
+      out.push(m)
+      continue
+    }
+    const content: ContentPart[] = []
+    for (const [j, p] of (m.content as readonly ContentPart[]).entries()) {
+      const id = chatFileId(p)
+      content.push(id === undefined ? p : await resolveFile(files, tenant, id, maxTokens, `messages[${i}].content[${j}].file.file_id`))
+    }
+    out.push({ ...m, content })
+  }
+  return out
+}

@@ -1,0 +1,125 @@
+/**
+ * OpenAI's "upload, then refer to the file" flow through the gateway: `files.create`, then a Chat `file` part or a
+ * Responses `input_file` naming the file by id. The provider cannot resolve our ids, so the model must get the file's
+ * text; an id that is not the caller's is a 400 naming the part; a file the window cannot hold is refused before it
+ * is read. On every store engine.
+ */
+import t, { type Test } from 'tap'
+import OpenAI, { toFile } from 'openai'
+import { KEY_A, KEY_B, startHarness, type Harness } from './helpers/harness.js'
+import { testableEngines } from './helpers/store-engines.js'
+
+t.setTimeout(240_000)
+
+/** Paragraphs long enough to make several chunks, each sentence its own (so a stitching mistake shows). */
+function longText(paragraphs: number): string {
+  return Array.from({ length: paragraphs }, (_, p) =>
+    Array.from({ length: 6 }, (_, s) => `Paragraph ${p} sentence ${s} records that valve ${p * 10 + s} was inspected on day ${p + s}.`).join(' '),
+  ).join('\n\n')
+}
+
+async function upload(h: Harness, filename: string, content: string, key = KEY_A): Promise<{ id: string; chunks: number }> {
+  const file = await h.client(key).files.create({ file: await toFile(Buffer.from(content), filename, { type: 'text/plain' }), purpose: 'user_data' })
+  return file as unknown as { id: string; chunks: number }
+}
+
+/** Chat completions the upstream was asked for (the model list is fetched too). */
+function chatCalls(h: Harness): number {
+  return h.mock.requests.filter((r) => r.path.endsWith('/chat/completions')).length
+}
+
+/** The text of every part the upstream was sent, message by message. */
+function sentTexts(h: Harness): string[] {
+  const messages = (h.mock.lastChatBody()?.messages ?? []) as Array<{ content: unknown }>
+  return messages.map((m) =>
+    typeof m.content === 'string' ? m.content : Array.isArray(m.content) ? (m.content as Array<{ text?: string }>).map((p) => p.text ?? JSON.stringify(p)).join('\n') : '',
+  )
+}
+
+for (const engine of testableEngines(t, 'file inputs')) {
+  const start = async (t: Test): Promise<Harness> => startHarness(t, { env: await engine.env(t) })
+
+  t.test(`${engine.name}: a Chat file part naming an uploaded file sends the file's whole text, fenced, with its name`, async (t) => {
+    const h = await start(t)
+    const content = longText(30)
+    const file = await upload(h, 'valves.txt', content)
+    t.ok(file.chunks > 3, `several chunks (${file.chunks}), so the text is stitched back from overlapping ones`)
+    const res = await h.client().chat.completions.create({
+      model: 'openai/gpt-4o',
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'Which valve was inspected last?' }, { type: 'file', file: { file_id: file.id } }] }],
+      // @ts-expect-error recallgate's extension
+      useRAG: false,
+    })
+    t.ok(res.choices[0]?.message.content, 'answered')
+    const body = h.mock.lastChatBody() as { messages: Array<{ content: Array<{ type: string; text?: string; file?: unknown }> }> }
+    const parts = body.messages.at(-1)?.content ?? []
+    t.same(parts.map((p) => p.type), ['text', 'text'], 'the file part went upstream as text, nothing named by id')
+    const text = parts[1]?.text ?? ''
+    t.match(text, /^The file "valves\.txt" \(file-[^)]+\), quoted:\n```\n/, 'named, and fenced as quoted data')
+    t.ok(text.includes(content), 'the whole text, every sentence once and in order')
+    t.equal(text.split('Paragraph 17 sentence 3 ').length, 2, 'no overlap repeated')
+  })
+
+  t.test(`${engine.name}: a session keeps the file's text, so a later turn still has it after the file is deleted`, async (t) => {
+    const h = await start(t)
+    const file = await upload(h, 'pump.txt', 'The pump in hall B runs at 1,450 rpm.')
+    const client = h.client()
+    await client.chat.completions.create({
+      model: 'openai/gpt-4o',
+      messages: [{ role: 'user', content: [{ type: 'file', file: { file_id: file.id } }, { type: 'text', text: 'Note this.' }] }],
+      // @ts-expect-error recallgate's extensions
+      sessionId: 'pump-1',
+      useRAG: false,
+    })
+    await client.files.delete(file.id)
+    // @ts-expect-error recallgate's extensions
+    await client.chat.completions.create({ model: 'openai/gpt-4o', messages: [{ role: 'user', content: 'How fast does it run?' }], sessionId: 'pump-1', useRAG: false })
+    t.ok(sentTexts(h).some((m) => m.includes('1,450 rpm')), 'the history sent upstream holds the text')
+  })
+
+  t.test(`${engine.name}: an id that is not one of the caller's files is a 400 naming the part, and nothing goes upstream`, async (t) => {
+    const h = await start(t)
+    const theirs = await upload(h, 'secret.txt', 'Tenant B keeps its launch codes here.', KEY_B)
+    for (const id of ['file-does-not-exist', theirs.id]) {
+      const before = chatCalls(h)
+      const err = await h
+        .client()
+        .chat.completions.create({ model: 'openai/gpt-4o', messages: [{ role: 'user', content: [{ type: 'text', text: 'read it' }, { type: 'file', file: { file_id: id } }] }] })
+        .catch((e: unknown) => e)
+      t.ok(err instanceof OpenAI.BadRequestError, `${id}: 400`)
+      t.match(err, { code: 'invalid_parameter', param: 'messages[0].content[1].file.file_id', message: /No file with id/ })
+      t.equal(chatCalls(h), before, 'the upstream was not called')
+    }
+  })
+
+  t.test(`${engine.name}: a file larger than the model's window is refused before it is read`, async (t) => {
+    const h = await start(t)
+    const file = await upload(h, 'big.txt', longText(200))
+    const err = await h
+      .client()
+      .chat.completions.create({ model: 'test/tiny', messages: [{ role: 'user', content: [{ type: 'file', file: { file_id: file.id } }] }] })
+      .catch((e: unknown) => e)
+    t.match(err, { status: 400, code: 'context_length_exceeded', param: 'messages[0].content[0].file.file_id', message: /search it instead/ })
+  })
+
+  t.test(`${engine.name}: Responses input_file by file_id: the text goes upstream, input_items shows the part as sent, a chained turn still has it`, async (t) => {
+    const h = await start(t)
+    const file = await upload(h, 'boiler.txt', 'The boiler pressure in building 7 must stay under 1.4 bar.')
+    const client = h.client()
+    const first = await client.responses.create({
+      model: 'openai/gpt-4o',
+      input: [{ role: 'user', content: [{ type: 'input_file', file_id: file.id }, { type: 'input_text', text: 'What is the limit?' }] }],
+    })
+    t.equal(first.status, 'completed')
+    t.ok(sentTexts(h).some((m) => m.includes('under 1.4 bar') && m.includes('"boiler.txt"')), 'the file text went upstream')
+    const items = await client.responses.inputItems.list(first.id)
+    t.match(items.data[0], { type: 'message', content: [{ type: 'input_file', file_id: file.id }, { type: 'input_text' }] }, 'listed as sent')
+    await client.responses.create({ model: 'openai/gpt-4o', previous_response_id: first.id, input: 'And in building 8?' })
+    t.ok(sentTexts(h).some((m) => m.includes('under 1.4 bar')), 'the chain replays the text')
+
+    const err = await client.responses
+      .create({ model: 'openai/gpt-4o', input: [{ role: 'user', content: [{ type: 'input_text', text: 'hi' }, { type: 'input_file', file_id: 'file-nope' }] }] })
+      .catch((e: unknown) => e)
+    t.match(err, { status: 400, code: 'invalid_parameter', param: 'input[0].content[1].file_id' })
+  })
+}
