@@ -123,3 +123,14 @@ for (const engine of testableEngines(t, 'file inputs')) {
     t.match(err, { status: 400, code: 'invalid_parameter', param: 'input[0].content[1].file_id' })
   })
 }
+
+t.test('files.content: the text extracted from a file, stitched whole from its chunks; 404 for another tenant', async (t) => {
+  const h = await startHarness(t)
+  const content = longText(30)
+  const file = await upload(h, 'valves.txt', content)
+  const res = await h.client().files.content(file.id)
+  t.equal(res.headers.get('content-type'), 'text/plain; charset=utf-8')
+  t.equal(await res.text(), content, 'the text as uploaded (a plain text file is its own extracted text)')
+  const other = await h.client(KEY_B).files.content(file.id).catch((e: unknown) => e)
+  t.match(other, { status: 404 })
+})

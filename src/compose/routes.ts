@@ -175,6 +175,7 @@ export function routeTable(parts: {
     // Registered before /files/:id so that `search` is never read as an id.
     { method: 'POST', path: '/api/v1/files/search', auth: true, handler: f.search },
     { method: 'GET', path: '/api/v1/files/:id', auth: true, handler: f.get },
+    { method: 'GET', path: '/api/v1/files/:id/content', auth: true, handler: f.content },
     { method: 'DELETE', path: '/api/v1/files/:id', auth: true, handler: f.del },
     { method: 'GET', path: '/api/v1/admin/keys', auth: false, admin: true, handler: admin.list },
     { method: 'POST', path: '/api/v1/admin/keys', auth: false, admin: true, handler: admin.create },

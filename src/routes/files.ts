@@ -185,6 +185,20 @@ export function fileRoutes(
     sendJson(ctx.res, 200, rec)
   }
 
+  /**
+   * GET /files/{id}/content (the SDK's `files.content`): the text recallgate extracted from the file, what search and a
+   * message naming the file read, as UTF-8 text. Not the bytes uploaded: those are not kept. Seeing what was read out
+   * of a PDF is how a caller finds why a fact in it is never retrieved.
+   */
+  const content: Handler = async (ctx) => {
+    const id = fileId(ctx)
+    const found = await kb.fileText(tenantOf(ctx).id, id, Number.POSITIVE_INFINITY)
+    if (found === undefined || 'tooLarge' in found) throw gatewayError('not_found', { message: `No file with id ${JSON.stringify(id)}`, param: 'id' })
+    const body = Buffer.from(found.text, 'utf8')
+    ctx.res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8', 'content-length': body.length })
+    ctx.res.end(body)
+  }
+
   const del: Handler = async (ctx) => {
     const id = fileId(ctx)
     if (!(await kb.delete(tenantOf(ctx).id, id))) {
@@ -227,5 +241,5 @@ export function fileRoutes(
     })
   }
 
-  return { upload, list, get, del, search }
+  return { upload, list, get, content, del, search }
 }

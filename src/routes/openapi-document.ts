@@ -349,6 +349,9 @@ export function openApiDocument(): Schema {
         get: op({ summary: 'one file', security: tenantOnly, parameters: [idParam('id', 'file id')], responses: { '200': json(ref('File'), 'the file'), ...errors(401, 404) } }),
         delete: op({ summary: 'delete a file and its chunks', security: tenantOnly, parameters: [idParam('id', 'file id')], responses: { '200': json(deleted('file'), 'deleted'), ...errors(401, 404) } }),
       },
+      '/api/v1/files/{id}/content': {
+        get: op({ summary: 'the text extracted from a file (not the uploaded bytes)', security: tenantOnly, parameters: [idParam('id', 'file id')], responses: { '200': { description: 'the extracted text', content: { 'text/plain': { schema: { type: 'string' } } } }, ...errors(401, 404) } }),
+      },
       '/api/v1/models': {
         get: op({ summary: "the upstream's model list (cached)", security: tenantAndProvider, responses: { '200': json(list(ref('Model')), 'models'), ...errors(401, 502) } }),
       },
