@@ -60,6 +60,26 @@ for (const engine of testableEngines(t, 'file inputs')) {
     t.equal(text.split('Paragraph 17 sentence 3 ').length, 2, 'no overlap repeated')
   })
 
+  t.test(`${engine.name}: a file quoted whole is not retrieved again in pieces; another file still is`, async (t) => {
+    const h = await start(t)
+    const pump = await upload(h, 'pump.txt', 'The pump in hall B runs at 1,450 rpm and is serviced every March.')
+    const ask = async (content: Array<Record<string, unknown>>) => {
+      const res = await h.client().chat.completions.create({ model: 'openai/gpt-4o', messages: [{ role: 'user', content: content as never }] })
+      return { rag: (res as unknown as { _metadata: { rag: { reason: string | null; query: string | null; sources: Array<{ filename: string }> } } })._metadata.rag, sent: sentTexts(h).join('\n') }
+    }
+    const question = { type: 'text', text: 'How fast does the pump in hall B run, and when is it serviced?' }
+    const alone = await ask([question])
+    t.same(alone.rag.sources.map((s) => s.filename), ['pump.txt'], 'asked alone, the pump file is retrieved')
+    const quoted = await ask([question, { type: 'file', file: { file_id: pump.id } }])
+    t.equal(quoted.rag.reason, 'in_prompt', '_metadata says why nothing was retrieved')
+    t.equal(quoted.rag.query, question.text, 'the search is for the question, not for the quoted file')
+    t.same(quoted.rag.sources, [])
+    t.equal(quoted.sent.split('1,450 rpm').length, 2, 'the text is in the prompt once')
+    await upload(h, 'hall.txt', 'How fast the pump in hall B runs is logged when it is serviced by the night shift.')
+    const both = await ask([question, { type: 'file', file: { file_id: pump.id } }])
+    t.same(both.rag.sources.map((s) => s.filename), ['hall.txt'], `the other file is still retrieved ${JSON.stringify(both.rag)}`)
+  })
+
   t.test(`${engine.name}: a session keeps the file's text, so a later turn still has it after the file is deleted`, async (t) => {
     const h = await start(t)
     const file = await upload(h, 'pump.txt', 'The pump in hall B runs at 1,450 rpm.')

@@ -15,6 +15,7 @@ import { gatewayError, invalidParam } from '../errors.js'
 import { fenceFor } from '../context/fence.js'
 import type { ChatMessage, ContentPart, Tokens } from '../types.js'
 import { isObject } from '../types.js'
+import { QUOTED_FILE } from '../messages/text.js'
 
 /** The caller's files as this module reads them (KnowledgeBase.fileText). */
 export interface FileTexts {
@@ -40,7 +41,7 @@ export function namesFiles(messages: readonly ChatMessage[]): boolean {
 /** The text part a named file becomes. */
 export function fileTextPart(id: string, filename: string, text: string): ContentPart {
   const fence = fenceFor(text)
-  return { type: 'text', text: `The file ${JSON.stringify(filename)} (${id}), quoted:\n${fence}\n${text}\n${fence}` }
+  return { type: 'text', text: `The file ${JSON.stringify(filename)} (${id}), quoted:\n${fence}\n${text}\n${fence}`, [QUOTED_FILE]: id }
 }
 
 /**
@@ -61,9 +62,18 @@ export async function resolveFile(files: FileTexts, tenant: string, id: string, 
   return fileTextPart(id, found.filename, found.text)
 }
 
-/** `messages` with every Chat file part that names a file by id replaced by the file's text (namesFiles first). */
-export async function resolveFileParts(messages: readonly ChatMessage[], files: FileTexts, tenant: string, maxTokens: Tokens): Promise<ChatMessage[]> {
+/**
+ * `messages` with every Chat file part that names a file by id replaced by the file's text (namesFiles first), and the
+ * files so quoted (their chunks are not retrieved again: ChatRequest.filesInPrompt).
+ */
+export async function resolveFileParts(
+  messages: readonly ChatMessage[],
+  files: FileTexts,
+  tenant: string,
+  maxTokens: Tokens,
+): Promise<{ messages: ChatMessage[]; quoted: Set<string> }> {
   const out: ChatMessage[] = []
+  const quoted = new Set<string>()
   for (const [i, m] of messages.entries()) {
     if (!Array.isArray(m.content) || !m.content.some((p) => chatFileId(p) !== undefined)) {
       out.push(m)
@@ -72,9 +82,14 @@ export async function resolveFileParts(messages: readonly ChatMessage[], files: 
     const content: ContentPart[] = []
     for (const [j, p] of (m.content as readonly ContentPart[]).entries()) {
       const id = chatFileId(p)
-      content.push(id === undefined ? p : await resolveFile(files, tenant, id, maxTokens, `messages[${i}].content[${j}].file.file_id`))
+      if (id === undefined) {
+        content.push(p)
+        continue
+      }
+      content.push(await resolveFile(files, tenant, id, maxTokens, `messages[${i}].content[${j}].file.file_id`))
+      quoted.add(id)
     }
     out.push({ ...m, content })
   }
-  return out
+  return { messages: out, quoted }
 }

@@ -178,12 +178,16 @@ export class Planner implements ChatPlanner {
     // A turn that asks nothing ("thanks!", "ok") searches for nothing; a `ragQuery` the caller chose always searches.
     else if (req.ragQuery === undefined && asksNothing(query)) reason = 'small_talk'
     else {
-      const ranked = await o.knowledge.search(tenant.id, query, o.ragTopK, 'hybrid', cancel)
-      found = ranked.length
+      const searched = await o.knowledge.search(tenant.id, query, o.ragTopK, 'hybrid', cancel)
+      found = searched.length
+      // A file the request quotes whole is not quoted again in pieces: the gate judges the other files' chunks.
+      const inPrompt = req.filesInPrompt
+      const ranked = inPrompt === undefined || inPrompt.size === 0 ? searched : searched.filter((h) => !inPrompt.has(h.file_id))
       const relevant = o.knowledge.relevant(tenant.id, query, ranked, o.relevanceGate ?? DEFAULT_RELEVANCE_GATE)
       hits = relevant.hits
-      if (found > 0) bestRelevance = relevant.best
-      reason = relevant.reason === 'no_match' && !(await o.knowledge.hasChunks(tenant.id)) ? 'no_files' : relevant.reason
+      if (ranked.length > 0) bestRelevance = relevant.best
+      if (found > 0 && ranked.length === 0) reason = 'in_prompt'
+      else reason = relevant.reason === 'no_match' && !(await o.knowledge.hasChunks(tenant.id)) ? 'no_files' : relevant.reason
     }
 
     // Request messages are counted once here and again by the packer: memoized per message object.

@@ -5,6 +5,13 @@
  */
 import { isArray, type ChatMessage, type ContentPart } from '../types.js'
 
+/**
+ * Marks a text part that quotes a file the message named by id (chat/file-inputs.ts): the file is not what the user
+ * asked, so the retrieval query leaves it out. A symbol, so it never reaches the wire (JSON.stringify skips it) and a
+ * stored message simply loses it.
+ */
+export const QUOTED_FILE: unique symbol = Symbol('recallgate.quotedFile')
+
 export function contentText(content: ChatMessage['content']): string {
   if (typeof content === 'string') return content
   if (!Array.isArray(content)) return ''
@@ -51,5 +58,9 @@ export function messageText(m: ChatMessage): string {
 
 /** Only user text: what a user typed (text parts), for the retrieval query. Empty when it has none. */
 export function userText(m: ChatMessage): string {
-  return m.role === 'user' ? contentText(m.content).trim() : ''
+  if (m.role !== 'user') return ''
+  const c = m.content
+  // A file the message quotes (QUOTED_FILE) is not part of the question.
+  if (!Array.isArray(c) || !(c as readonly ContentPart[]).some((p) => QUOTED_FILE in p)) return contentText(c).trim()
+  return contentText((c as readonly ContentPart[]).filter((p) => !(QUOTED_FILE in p))).trim()
 }

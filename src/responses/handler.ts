@@ -17,7 +17,7 @@ import type { ConversationStore, ResponseStore, SessionStore, StoredResponse } f
 import type { ChatMessage, Clock, Tenant, Tokens } from '../types.js'
 import type { UpstreamClient } from '../upstream/client.js'
 import { annotateOutcome, annotateUsage, type ChatPlanner, type NamedFiles, type PreparedChat } from '../chat/handler.js'
-import { resolveInputFiles } from './input-files.js'
+import { namesInputFiles, resolveInputFiles } from './input-files.js'
 import { relayStream, SSE_HEADERS, type Usage } from '../chat/relay-stream.js'
 import { callUpstream, readCompletion } from '../chat/upstream-call.js'
 import { messagesJsonOf, upstreamBody } from '../chat/upstream-body.js'
@@ -92,11 +92,12 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
     }
     const input = r.input.some((item) => item.type === 'item_reference') ? await resolveReferences(r.input, o.responses, tenant.id) : r.input
     if (chain !== undefined) checkPendingCalls(chain, input)
-    const resolved = o.files === undefined ? input : await resolveInputFiles(input, o.files, tenant.id, r.model, authorization, ctx)
-    const inputMessages = itemsToMessages(resolved)
+    const resolved =
+      o.files !== undefined && namesInputFiles(input) ? await resolveInputFiles(input, o.files, tenant.id, r.model, authorization, ctx) : undefined
+    const inputMessages = itemsToMessages(resolved?.items ?? input)
     const messages: ChatMessage[] =
       r.instructions === null || r.instructions === '' ? inputMessages : [{ role: 'system', content: r.instructions }, ...inputMessages]
-    const chatReq = chatRequestOf(r, messages, conversationId, chain)
+    const chatReq = chatRequestOf(r, messages, conversationId, chain, resolved?.quoted)
 
     const planned = o.planner.prepare(tenant, chatReq, authorization, ctx)
     const prepared = planned instanceof Promise ? await planned : planned
@@ -297,7 +298,13 @@ function fixedFields(t: Turn): Omit<ResponseObjectInput, keyof ResponseState> {
 }
 
 /** The chat the planner packs: the request's messages after the chain's (or the conversation's) history. */
-function chatRequestOf(r: ResponsesRequest, messages: ChatMessage[], sessionId: string | undefined, chain: Chain | undefined): ChatRequest {
+function chatRequestOf(
+  r: ResponsesRequest,
+  messages: ChatMessage[],
+  sessionId: string | undefined,
+  chain: Chain | undefined,
+  filesInPrompt: ReadonlySet<string> | undefined,
+): ChatRequest {
   return {
     model: r.model,
     messages,
@@ -311,6 +318,7 @@ function chatRequestOf(r: ResponsesRequest, messages: ChatMessage[], sessionId: 
     includeUsage: true,
     passthrough: { model: r.model, ...r.chatFields },
     ...(chain === undefined ? {} : { history: chain.history, olderMessages: chain.olderMessages }),
+    ...(filesInPrompt === undefined || filesInPrompt.size === 0 ? {} : { filesInPrompt }),
   }
 }
 

@@ -7,6 +7,7 @@ import type { Cancel } from '../retrieval/embedder.js'
 import type { NamedFiles } from '../chat/handler.js'
 import { resolveFile } from '../chat/file-inputs.js'
 import { isObject } from '../types.js'
+import { QUOTED_FILE } from '../messages/text.js'
 import type { ItemPart, ResponseItem } from './item-types.js'
 
 function namedFile(part: unknown): string | undefined {
@@ -17,7 +18,12 @@ function hasNamedFile(item: ResponseItem): boolean {
   return item.type === 'message' && Array.isArray(item.content) && item.content.some((p) => namedFile(p) !== undefined)
 }
 
-/** `input` with its named files' text in place (the same array when nothing names a file). */
+/** Whether any input message names a file by id (a scan: most requests have none and pay no await). */
+export function namesInputFiles(input: readonly ResponseItem[]): boolean {
+  return input.some(hasNamedFile)
+}
+
+/** `input` with its named files' text in place (the same array when nothing names a file), and the files so quoted. */
 export async function resolveInputFiles(
   input: ResponseItem[],
   files: NamedFiles,
@@ -25,8 +31,8 @@ export async function resolveInputFiles(
   model: string,
   authorization: string,
   cancel: Cancel,
-): Promise<ResponseItem[]> {
-  if (!input.some(hasNamedFile)) return input
+): Promise<{ items: ResponseItem[]; quoted: Set<string> }> {
+  const quoted = new Set<string>()
   const window = await files.window(model, authorization, cancel)
   const out: ResponseItem[] = []
   for (const [i, item] of input.entries()) {
@@ -38,9 +44,13 @@ export async function resolveInputFiles(
     for (const [j, p] of (item.content as readonly ItemPart[]).entries()) {
       const id = namedFile(p)
       if (id === undefined) content.push(p)
-      else content.push({ type: 'input_text', text: (await resolveFile(files.texts, tenant, id, window, `input[${i}].content[${j}].file_id`)).text })
+      else {
+        const part = await resolveFile(files.texts, tenant, id, window, `input[${i}].content[${j}].file_id`)
+        content.push({ type: 'input_text', text: part.text, [QUOTED_FILE]: id })
+        quoted.add(id)
+      }
     }
     out.push({ ...item, content })
   }
-  return out
+  return { items: out, quoted }
 }
