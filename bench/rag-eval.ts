@@ -147,6 +147,7 @@
  *        focus neighbours)] [--no-fold] [--phrase W (the knowledge base's word-pair weight)] [--json]
  *        node dist/bench/rag-eval.js --precision [--min 0,0.3] [--full 0,0.5] [--floor 0,0.2] [--ratio 0,0.5] [--marginal 1,2]
  *        [--focus -1,0,1] [--cap 100] [--dump FILE] [--no-fold] [--phrase W]
+ *        either form: [--embedder openai-compatible (EMBEDDINGS_BASE_URL, EMBEDDINGS_MODEL, EMBEDDINGS_API_KEY from the env)]
  *        (chunk 192/80, top-k 8 unless given)
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -159,7 +160,8 @@ import { countO200k } from '../src/ingest/chunker.js'
 import { DEFAULT_RRF_K } from '../src/retrieval/fusion.js'
 import { selectContext, type ContextSelection } from '../src/knowledge/context-message.js'
 import { DEFAULT_RELEVANCE_GATE, type RelevanceGate } from '../src/knowledge/relevance.js'
-import { LocalEmbedder } from '../src/retrieval/embedder.js'
+import { LocalEmbedder, type Embedder } from '../src/retrieval/embedder.js'
+import { OpenAICompatibleEmbedder } from '../src/retrieval/openai-embedder.js'
 import { KnowledgeBase, type SearchHit } from '../src/knowledge/knowledge-base.js'
 import type { SearchMode } from '../src/retrieval/search-index.js'
 import { FileRepo } from '../src/storage/file-repo.js'
@@ -208,6 +210,17 @@ function arg(name: string, fallback: string): string {
 }
 /** --phrase W: the knowledge base's phraseWeight (its default otherwise). */
 const phrase = (): { phraseWeight?: number } => (process.argv.includes('--phrase') ? { phraseWeight: Number(arg('phrase', '0')) } : {})
+/**
+ * --embedder openai-compatible: the vectors come from EMBEDDINGS_BASE_URL's `/embeddings` with EMBEDDINGS_MODEL (and
+ * EMBEDDINGS_API_KEY if set), as the gateway's `EMBEDDINGS=openai-compatible`; `local` (the default) is LocalEmbedder.
+ */
+function embedder(): Embedder {
+  const kind = arg('embedder', 'local')
+  if (kind === 'local') return new LocalEmbedder()
+  if (kind !== 'openai-compatible') throw new Error(`--embedder must be local or openai-compatible, got "${kind}"`)
+  const env = (name: string): string | undefined => process.env[name] || undefined
+  return new OpenAICompatibleEmbedder({ baseUrl: env('EMBEDDINGS_BASE_URL') ?? '', model: env('EMBEDDINGS_MODEL') ?? '', apiKey: env('EMBEDDINGS_API_KEY') })
+}
 const nums = (s: string): number[] => s.split(',').filter(Boolean).map(Number)
 
 function sentenceRanges(text: string): Array<[number, number]> {
@@ -274,7 +287,7 @@ async function evalConfig(
   const kb = new KnowledgeBase({
     files: new FileRepo(store),
     dataDir: dir,
-    embedder: new LocalEmbedder(),
+    embedder: embedder(),
     chunkTokens: cfg.chunk,
     chunkOverlap: cfg.overlap,
     maxChunksPerFile: 100_000,
@@ -417,7 +430,7 @@ async function precision(
   for (const half of [0, 1]) {
     const dir = mkdtempSync(join(tmpdir(), 'rag-eval-'))
     const store = openStore({ dir })
-    const kb = new KnowledgeBase({ files: new FileRepo(store), dataDir: dir, embedder: new LocalEmbedder(), chunkTokens: cfg.chunk, chunkOverlap: cfg.overlap, maxChunksPerFile: 100_000, clock: Date.now, rrfK: cfg.rrf, foldTerms: !process.argv.includes('--no-fold'), ...phrase() })
+    const kb = new KnowledgeBase({ files: new FileRepo(store), dataDir: dir, embedder: embedder(), chunkTokens: cfg.chunk, chunkOverlap: cfg.overlap, maxChunksPerFile: 100_000, clock: Date.now, rrfK: cfg.rrf, foldTerms: !process.argv.includes('--no-fold'), ...phrase() })
     const fileIds = new Map<number, string>()
     for (let f = half; f < data.files.length; f += 2) {
       const rec = await kb.ingest('eval', { filename: `${data.titles[f]}.txt`, contentType: 'text/plain', bytes: Buffer.from(data.files[f] as string), metadata: null })
