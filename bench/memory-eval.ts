@@ -103,6 +103,7 @@
  * Usage: node dist/bench/memory-eval.js [--conversations conv-26,conv-30] [--limit 0] [--json]
  *        [--shares 0.2,0.3] [--max-tokens 4000] [--top-k 40] [--vw 0.3] [--min-sim 0.3] [--neighbours pair,none,both]
  *        [--nw 0,0.5] [--depth 1,4] [--keep-top 0,2] [--window 4096]
+ *        [--embedder openai-compatible (EMBEDDINGS_BASE_URL, EMBEDDINGS_MODEL, EMBEDDINGS_API_KEY from the env)]
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -170,6 +171,18 @@ async function post(gw: Gateway, body: Record<string, unknown>): Promise<Record<
 
 const sink = (): Writable => new Writable({ write: (_c, _e, cb) => cb() })
 
+/**
+ * --embedder openai-compatible: every gateway (the replay's too, which indexes the turns) embeds with
+ * EMBEDDINGS_BASE_URL's `/embeddings` and EMBEDDINGS_MODEL (EMBEDDINGS_API_KEY if set), read from the environment.
+ */
+function embedderEnv(): Record<string, string> {
+  const kind = arg('embedder')
+  if (kind === undefined || kind === 'local') return {}
+  const env: Record<string, string> = { EMBEDDINGS: kind }
+  for (const name of ['EMBEDDINGS_BASE_URL', 'EMBEDDINGS_MODEL', 'EMBEDDINGS_API_KEY']) if (process.env[name]) env[name] = process.env[name]
+  return env
+}
+
 async function start(mock: MockUpstream, dataDir: string, clock: { now: number }, arm: Arm): Promise<Gateway> {
   const config = loadConfig({
     PORT: '0',
@@ -177,6 +190,7 @@ async function start(mock: MockUpstream, dataDir: string, clock: { now: number }
     DATA_DIR: dataDir,
     SERVICE_KEYS: `${KEY}:unlimited`,
     LOG_LEVEL: 'warn',
+    ...embedderEnv(),
     ...arm.env,
   })
   return startGateway(config, { logDestination: sink(), now: () => clock.now, onBootstrapKey: () => undefined, ...(arm.tuning ? { recallTuning: arm.tuning } : {}) })
