@@ -11,6 +11,7 @@ import './helpers/fc-seed.js'
 import { LocalEmbedder } from '../src/retrieval/embedder.js'
 import { analyze } from '../src/retrieval/analyzer.js'
 import { codeTerms } from '../src/retrieval/chunk-terms.js'
+import { Agent } from 'undici'
 import { OpenAICompatibleEmbedder } from '../src/retrieval/openai-embedder.js'
 
 const dot = (a: Float32Array, b: Float32Array): number => a.reduce((s, x, i) => s + x * (b[i] as number), 0)
@@ -131,4 +132,34 @@ t.test('openai-compatible: failures become 502/504 gateway errors with the reaso
   await t.rejects(closed.embed(['a']), { code: 'upstream_unreachable', status: 502 }, 'connection refused')
   t.throws(() => new OpenAICompatibleEmbedder({ baseUrl: 'ftp://x', model: 'm' }), TypeError)
   t.throws(() => new OpenAICompatibleEmbedder({ baseUrl: url, model: '' }), TypeError)
+})
+
+t.test('openai-compatible: a connection the server dropped under a request is retried once, on a new one', async (t) => {
+  // Each connection answers its first request; a second one sent on it is dropped unanswered (what a server that
+  // closed the idle connection meanwhile looks like to the client). `always`: every request is dropped.
+  let always = false
+  const served = new WeakMap<object, number>()
+  let requests = 0
+  const { url } = await server(t, (req, body, res) => {
+    requests++
+    const n = (served.get(req.socket) ?? 0) + 1
+    served.set(req.socket, n)
+    if (always || n > 1) {
+      req.socket.destroy()
+      return
+    }
+    const input = (JSON.parse(body) as { input: string[] }).input
+    answer(res, 200, { data: input.map((_, index) => ({ index, embedding: [1, index + 1] })) })
+  })
+  // One connection, so the second request goes on the first one's connection.
+  const pool = new Agent({ connections: 1 })
+  t.teardown(() => pool.close())
+  const e = new OpenAICompatibleEmbedder({ baseUrl: url, model: 'm', dispatcher: pool })
+  t.equal((await e.embed(['a'])).length, 1)
+  t.equal((await e.embed(['b', 'c'])).length, 2, 'answered after the drop')
+  t.equal(requests, 3, 'one request, then one dropped and one retried')
+  always = true
+  requests = 0
+  await t.rejects(e.embed(['d']), { code: 'upstream_unreachable', status: 502 }, 'dropped twice: unreachable')
+  t.equal(requests, 2, 'retried once, not more')
 })

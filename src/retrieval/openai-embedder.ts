@@ -75,19 +75,26 @@ export class OpenAICompatibleEmbedder implements Embedder {
   async #batch(input: readonly string[], left: AbortSignal | undefined): Promise<Float32Array[]> {
     const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' }
     if (this.#apiKey) headers.authorization = `Bearer ${this.#apiKey}`
+    const body = JSON.stringify({ model: this.#model, input })
+    // The client that leaves cancels the call made for it (its retrieval's query), as the timeout does; one deadline
+    // for the call and its one retry.
+    const signal = left === undefined ? AbortSignal.timeout(this.#timeout) : AbortSignal.any([AbortSignal.timeout(this.#timeout), left])
     let status: number
     let text: string
     try {
-      const res = await request(this.#url, {
-        method: 'POST',
-        headers,
-        body: JSON.stringify({ model: this.#model, input }),
-        // The client that leaves cancels the call made for it (its retrieval's query), as the timeout does.
-        signal: left === undefined ? AbortSignal.timeout(this.#timeout) : AbortSignal.any([AbortSignal.timeout(this.#timeout), left]),
-        ...(this.#dispatcher ? { dispatcher: this.#dispatcher } : {}),
-      })
-      status = res.statusCode
-      text = await readCapped(res.body, MAX_RESPONSE_BYTES)
+      for (let attempt = 0; ; attempt++) {
+        try {
+          const res = await request(this.#url, { method: 'POST', headers, body, signal, ...(this.#dispatcher ? { dispatcher: this.#dispatcher } : {}) })
+          status = res.statusCode
+          text = await readCapped(res.body, MAX_RESPONSE_BYTES)
+          break
+        } catch (err) {
+          // A pooled connection the server closed while it sat idle fails the next request sent on it (the keep-alive
+          // race, seen with a local embeddings server). Embedding is idempotent: once more, on a new connection.
+          if (attempt === 0 && !signal.aborted && connectionDropped(err)) continue
+          throw err
+        }
+      }
     } catch (err) {
       if (left?.aborted === true)
         throw gatewayError('client_closed_request', { message: 'The client left before the embeddings endpoint answered', cause: err })
@@ -131,6 +138,12 @@ export class OpenAICompatibleEmbedder implements Embedder {
     })
     return out
   }
+}
+
+/** The connection failed under the request (reset, closed by the other side), as opposed to a refusal or a timeout. */
+function connectionDropped(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code
+  return code === 'ECONNRESET' || code === 'EPIPE' || code === 'UND_ERR_SOCKET' || code === 'UND_ERR_CLOSED'
 }
 
 function invalid(message: string, cause?: unknown) {
