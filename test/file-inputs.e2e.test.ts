@@ -146,8 +146,9 @@ for (const engine of testableEngines(t, 'file inputs')) {
 
 t.test('files.content: the text extracted from a file, stitched whole from its chunks; 404 for another tenant', async (t) => {
   const h = await startHarness(t)
-  const content = longText(30)
+  const content = longText(400)
   const file = await upload(h, 'valves.txt', content)
+  t.ok(file.chunks > 256, `more chunks (${file.chunks}) than one batch of the reader`)
   const res = await h.client().files.content(file.id)
   t.equal(res.headers.get('content-type'), 'text/plain; charset=utf-8')
   t.equal(await res.text(), content, 'the text as uploaded (a plain text file is its own extracted text)')

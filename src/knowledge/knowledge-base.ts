@@ -18,6 +18,7 @@ import type { Chunk } from '../ingest/chunker.js'
 import { LocalEmbedder, type Cancel, type Embedder } from '../retrieval/embedder.js'
 import { formatOfType, type Format } from '../ingest/extract.js'
 import { IndexClosedError, SearchIndex, type SearchMode } from '../retrieval/search-index.js'
+import { TimeSlicer } from '../retrieval/time-slice.js'
 import type { HnswParams } from '../retrieval/vector-index.js'
 import { prepareFile, titleOf } from './prepare.js'
 import { focusSpan } from './focus.js'
@@ -31,6 +32,9 @@ import { decodeTerms } from '../retrieval/chunk-terms.js'
 export { renderContextMessage } from './context-message.js'
 
 export type FileRecord = FileRow
+
+/** Chunks read per step when a file's text is put back together (fileTextPieces). */
+const FILE_TEXT_BATCH = 256
 
 export interface SearchHit {
   file_id: string
@@ -295,10 +299,8 @@ export class KnowledgeBase {
   }
 
   /**
-   * A file's extracted text, for a message that names the file (chat/file-inputs.ts): stitched back from its chunks,
-   * each an exact slice of the text at its range, overlapping their neighbours (a gap between two, white space the
-   * chunker left out, becomes a blank line). Undefined for a file this tenant does not have; `{ tooLarge }` without
-   * reading it when its chunks alone would hold more than `maxTokens`.
+   * A file's extracted text, for a message that names the file (chat/file-inputs.ts). Undefined for a file this
+   * tenant does not have; `{ tooLarge }` without reading it when its chunks alone would hold more than `maxTokens`.
    */
   async fileText(tenant: string, id: string, maxTokens: Tokens): Promise<{ filename: string; text: string } | { tooLarge: Tokens } | undefined> {
     const file = await this.#repo.getFile(tenant, id)
@@ -306,17 +308,34 @@ export class KnowledgeBase {
     // What the chunks hold without their overlap: a file of one chunk is that chunk.
     const estimate = file.chunks * Math.max(1, this.#opts.chunkTokens - this.#opts.chunkOverlap)
     if (estimate > maxTokens) return { tooLarge: estimate }
-    // Straight from the store, not through the search's row cache: a whole file would push out the rows searches use.
-    const rows = await this.#repo.chunksAt(tenant, Array.from({ length: file.chunks }, (_, i) => [id, i] as const))
-    const chunks = rows.flatMap((r) => (r === undefined ? [] : [r.chunk])).sort((a, b) => a.start - b.start)
     let text = ''
-    let covered = -1
-    for (const c of chunks) {
-      if (covered < 0 || c.start > covered) text += (covered < 0 ? '' : '\n\n') + c.text
-      else if (c.end > covered) text += c.text.slice(covered - c.start)
-      covered = Math.max(covered, c.end)
-    }
+    for await (const piece of this.fileTextPieces(tenant, file)) text += piece
     return { filename: file.filename, text }
+  }
+
+  /**
+   * A file's extracted text in pieces, stitched back from its chunks: each is an exact slice of the text at its range,
+   * in order, overlapping the one before (a gap between two, white space the chunker left out, becomes a blank line).
+   * Read a batch of chunks at a time, straight from the store (not through the search's row cache, which a whole file
+   * would empty), with the event loop let run between batches: a 20 MB file is ≈ 100,000 chunks.
+   */
+  async *fileTextPieces(tenant: string, file: Pick<FileRecord, 'id' | 'chunks'>): AsyncGenerator<string> {
+    const slicer = new TimeSlicer()
+    let covered = -1
+    for (let from = 0; from < file.chunks; from += FILE_TEXT_BATCH) {
+      const refs = Array.from({ length: Math.min(FILE_TEXT_BATCH, file.chunks - from) }, (_, i) => [file.id, from + i] as const)
+      let piece = ''
+      for (const row of await this.#repo.chunksAt(tenant, refs)) {
+        // Gone meanwhile (the file deleted while read): what was read so far is all there is.
+        if (row === undefined) continue
+        const c = row.chunk
+        if (covered < 0 || c.start > covered) piece += (covered < 0 ? '' : '\n\n') + c.text
+        else if (c.end > covered) piece += c.text.slice(covered - c.start)
+        covered = Math.max(covered, c.end)
+      }
+      if (piece !== '') yield piece
+      if (slicer.due()) await slicer.pause()
+    }
   }
 
   async delete(tenant: string, id: string): Promise<boolean> {

@@ -3,6 +3,7 @@
  * Uploads are bounded while they stream in (busboy's fileSize limit), so an oversized file is refused with 413 without
  * being held in memory whole; ingestion is finished (chunked, embedded, indexed, committed) when the 201 is sent.
  */
+import { once } from 'node:events'
 import { tenantOf } from '../http/tenant.js'
 import busboy from 'busboy'
 import type { IncomingMessage } from 'node:http'
@@ -188,15 +189,21 @@ export function fileRoutes(
   /**
    * GET /files/{id}/content (the SDK's `files.content`): the text recallgate extracted from the file, what search and a
    * message naming the file read, as UTF-8 text. Not the bytes uploaded: those are not kept. Seeing what was read out
-   * of a PDF is how a caller finds why a fact in it is never retrieved.
+   * of a PDF is how a caller finds why a fact in it is never retrieved. Streamed as it is read (a batch of chunks at a
+   * time, waiting for a slow reader), so a large file holds neither the event loop nor its whole text in memory.
    */
   const content: Handler = async (ctx) => {
     const id = fileId(ctx)
-    const found = await kb.fileText(tenantOf(ctx).id, id, Number.POSITIVE_INFINITY)
-    if (found === undefined || 'tooLarge' in found) throw gatewayError('not_found', { message: `No file with id ${JSON.stringify(id)}`, param: 'id' })
-    const body = Buffer.from(found.text, 'utf8')
-    ctx.res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8', 'content-length': body.length })
-    ctx.res.end(body)
+    const tenant = tenantOf(ctx).id
+    const file = await kb.get(tenant, id)
+    if (file === undefined) throw gatewayError('not_found', { message: `No file with id ${JSON.stringify(id)}`, param: 'id' })
+    const res = ctx.res
+    res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' })
+    for await (const piece of kb.fileTextPieces(tenant, file)) {
+      if (ctx.clientGone.aborted) return
+      if (!res.write(piece)) await once(res, 'drain', { signal: ctx.clientGone.signal }).catch(() => undefined)
+    }
+    res.end()
   }
 
   const del: Handler = async (ctx) => {
