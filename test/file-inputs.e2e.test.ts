@@ -120,6 +120,15 @@ for (const engine of testableEngines(t, 'file inputs')) {
       .chat.completions.create({ model: 'test/tiny', messages: [{ role: 'user', content: [{ type: 'file', file: { file_id: file.id } }] }] })
       .catch((e: unknown) => e)
     t.match(err, { status: 400, code: 'context_length_exceeded', param: 'messages[0].content[0].file.file_id', message: /search it instead/ })
+
+    // Two files, each within the window, together over it: the second is refused before it is read.
+    const a = await upload(h, 'a.txt', longText(20))
+    const b = await upload(h, 'b.txt', longText(20))
+    const both = await h
+      .client()
+      .chat.completions.create({ model: 'test/tiny', messages: [{ role: 'user', content: [{ type: 'file', file: { file_id: a.id } }, { type: 'file', file: { file_id: b.id } }] }] })
+      .catch((e: unknown) => e)
+    t.match(both, { status: 400, code: 'context_length_exceeded', param: 'messages[0].content[1].file.file_id', message: /with the files named before it/ })
   })
 
   t.test(`${engine.name}: Responses input_file by file_id: the text goes upstream, input_items shows the part as sent, a chained turn still has it`, async (t) => {

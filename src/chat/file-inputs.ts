@@ -17,9 +17,9 @@ import type { ChatMessage, ContentPart, Tokens } from '../types.js'
 import { isObject } from '../types.js'
 import { QUOTED_FILE } from '../messages/text.js'
 
-/** The caller's files as this module reads them (KnowledgeBase.fileText). */
+/** The caller's files as this module reads them (KnowledgeBase.fileText; `tokens` about what the text holds). */
 export interface FileTexts {
-  fileText(tenant: string, id: string, maxTokens: Tokens): Promise<{ filename: string; text: string } | { tooLarge: Tokens } | undefined>
+  fileText(tenant: string, id: string, maxTokens: Tokens): Promise<{ filename: string; text: string; tokens: Tokens } | { tooLarge: Tokens } | undefined>
 }
 
 /** The id a Chat `file` part names, if any. */
@@ -45,21 +45,49 @@ export function fileTextPart(id: string, filename: string, text: string): Conten
 }
 
 /**
- * The file `id` as a text part, or the 400 naming `param`. `maxTokens` bounds what is read (the model's window: a file
- * larger than that cannot be sent whole).
+ * One request's named files as text parts. What is read is bounded by the model's window over all of them (a request
+ * naming one large file many times, or many files, is refused once they would not fit, before the rest is read); a
+ * file named twice is read once.
  */
-export async function resolveFile(files: FileTexts, tenant: string, id: string, maxTokens: Tokens, param: string): Promise<ContentPart> {
-  const found = await files.fileText(tenant, id, maxTokens)
-  if (found === undefined) {
-    throw invalidParam(param, `No file with id '${id}' among your files: upload it with POST /v1/files first, or send its content as file_data`)
+export class FileQuoter {
+  readonly #files: FileTexts
+  readonly #tenant: string
+  readonly #window: Tokens
+  #room: Tokens
+  readonly #read = new Map<string, ContentPart>()
+  /** The files quoted so far (their chunks are not retrieved again: ChatRequest.filesInPrompt). */
+  readonly quoted = new Set<string>()
+
+  constructor(files: FileTexts, tenant: string, window: Tokens) {
+    this.#files = files
+    this.#tenant = tenant
+    this.#window = window
+    this.#room = window
   }
-  if ('tooLarge' in found) {
-    throw gatewayError('context_length_exceeded', {
-      param,
-      message: `The file '${id}' holds about ${found.tooLarge} tokens, more than the model's window of ${maxTokens}: search it instead (useRAG, or the file_search tool)`,
-    })
+
+  /** The file `id` as a text part, or the 400 naming `param`. */
+  async part(id: string, param: string): Promise<ContentPart> {
+    const known = this.#read.get(id)
+    if (known !== undefined) return known
+    const found = await this.#files.fileText(this.#tenant, id, this.#room)
+    if (found === undefined) {
+      throw invalidParam(param, `No file with id '${id}' among your files: upload it with POST /v1/files first, or send its content as file_data`)
+    }
+    if ('tooLarge' in found) {
+      const others = this.#window - this.#room
+      throw gatewayError('context_length_exceeded', {
+        param,
+        message:
+          `The file '${id}' holds about ${found.tooLarge} tokens${others > 0 ? `, with the files named before it about ${others}` : ''}, ` +
+          `more than the model's window of ${this.#window}: search it instead (useRAG, or the file_search tool)`,
+      })
+    }
+    this.#room -= found.tokens
+    const part = fileTextPart(id, found.filename, found.text)
+    this.#read.set(id, part)
+    this.quoted.add(id)
+    return part
   }
-  return fileTextPart(id, found.filename, found.text)
 }
 
 /**
@@ -73,7 +101,7 @@ export async function resolveFileParts(
   maxTokens: Tokens,
 ): Promise<{ messages: ChatMessage[]; quoted: Set<string> }> {
   const out: ChatMessage[] = []
-  const quoted = new Set<string>()
+  const quoter = new FileQuoter(files, tenant, maxTokens)
   for (const [i, m] of messages.entries()) {
     if (!Array.isArray(m.content) || !m.content.some((p) => chatFileId(p) !== undefined)) {
       out.push(m)
@@ -86,10 +114,9 @@ export async function resolveFileParts(
         content.push(p)
         continue
       }
-      content.push(await resolveFile(files, tenant, id, maxTokens, `messages[${i}].content[${j}].file.file_id`))
-      quoted.add(id)
+      content.push(await quoter.part(id, `messages[${i}].content[${j}].file.file_id`))
     }
     out.push({ ...m, content })
   }
-  return { messages: out, quoted }
+  return { messages: out, quoted: quoter.quoted }
 }

@@ -299,10 +299,11 @@ export class KnowledgeBase {
   }
 
   /**
-   * A file's extracted text, for a message that names the file (chat/file-inputs.ts). Undefined for a file this
-   * tenant does not have; `{ tooLarge }` without reading it when its chunks alone would hold more than `maxTokens`.
+   * A file's extracted text, for a message that names the file (chat/file-inputs.ts), with about the tokens it holds
+   * (its chunks' without their overlap). Undefined for a file this tenant does not have; `{ tooLarge }` without
+   * reading it when that is more than `maxTokens`.
    */
-  async fileText(tenant: string, id: string, maxTokens: Tokens): Promise<{ filename: string; text: string } | { tooLarge: Tokens } | undefined> {
+  async fileText(tenant: string, id: string, maxTokens: Tokens): Promise<{ filename: string; text: string; tokens: Tokens } | { tooLarge: Tokens } | undefined> {
     const file = await this.#repo.getFile(tenant, id)
     if (file === undefined) return undefined
     // What the chunks hold without their overlap: a file of one chunk is that chunk.
@@ -310,7 +311,7 @@ export class KnowledgeBase {
     if (estimate > maxTokens) return { tooLarge: estimate }
     let text = ''
     for await (const piece of this.fileTextPieces(tenant, file)) text += piece
-    return { filename: file.filename, text }
+    return { filename: file.filename, text, tokens: estimate }
   }
 
   /**

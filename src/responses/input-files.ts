@@ -5,7 +5,7 @@
  */
 import type { Cancel } from '../retrieval/embedder.js'
 import type { NamedFiles } from '../chat/handler.js'
-import { resolveFile } from '../chat/file-inputs.js'
+import { FileQuoter } from '../chat/file-inputs.js'
 import { isObject } from '../types.js'
 import { QUOTED_FILE } from '../messages/text.js'
 import type { ItemPart, ResponseItem } from './item-types.js'
@@ -32,8 +32,7 @@ export async function resolveInputFiles(
   authorization: string,
   cancel: Cancel,
 ): Promise<{ items: ResponseItem[]; quoted: Set<string> }> {
-  const quoted = new Set<string>()
-  const window = await files.window(model, authorization, cancel)
+  const quoter = new FileQuoter(files.texts, tenant, await files.window(model, authorization, cancel))
   const out: ResponseItem[] = []
   for (const [i, item] of input.entries()) {
     if (!hasNamedFile(item)) {
@@ -45,12 +44,11 @@ export async function resolveInputFiles(
       const id = namedFile(p)
       if (id === undefined) content.push(p)
       else {
-        const part = await resolveFile(files.texts, tenant, id, window, `input[${i}].content[${j}].file_id`)
+        const part = await quoter.part(id, `input[${i}].content[${j}].file_id`)
         content.push({ type: 'input_text', text: part.text, [QUOTED_FILE]: id })
-        quoted.add(id)
       }
     }
     out.push({ ...item, content })
   }
-  return { items: out, quoted }
+  return { items: out, quoted: quoter.quoted }
 }
