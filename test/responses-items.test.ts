@@ -167,6 +167,7 @@ t.test('normalizeInput: bad input names the field', async (t) => {
     ['image_url as Chat object', [{ role: 'user', content: [{ type: 'input_image', image_url: { url: 'https://x' } }] }], 'input[0].content[0].image_url', /string/],
     ['bad image detail', [{ role: 'user', content: [{ type: 'input_image', image_url: 'https://x', detail: 'max' }] }], 'input[0].content[0].detail', /auto, low, high/],
     ['file without data', [{ role: 'user', content: [{ type: 'input_file', filename: 'a' }] }], 'input[0].content[0].file_data', /file_data/],
+    ['an image by file_id only', [{ role: 'user', content: [{ type: 'input_image', file_id: 'file-9' }] }], 'input[0].content[0].file_id', /image_url/],
     ['bad status', [{ role: 'user', content: 'x', status: 'done' }], 'input[0].status', /in_progress/],
     ['function_call missing call_id', [{ type: 'function_call', name: 'f', arguments: '{}' }], 'input[0].call_id', /required/],
     ['function_call arguments an object', [{ role: 'user', content: 'a' }, { type: 'function_call', call_id: 'c', name: 'f', arguments: {} }], 'input[1].arguments', /string/],
@@ -217,7 +218,6 @@ t.test('itemsToMessages: table', async (t) => {
             { type: 'input_text', text: 'look' },
             { type: 'input_image', image_url: 'https://i/x.png', detail: 'low' },
             { type: 'input_image', image_url: 'https://i/y.png', detail: 'original' },
-            { type: 'input_image', file_id: 'file-9', detail: 'auto' },
             { type: 'input_file', filename: 'a.pdf', file_data: 'data:application/pdf;base64,QQ==' },
             { type: 'input_file', file_id: 'file-2' },
             { type: 'input_file', filename: 'r.pdf', file_url: 'https://example.com/r.pdf' },
@@ -231,7 +231,6 @@ t.test('itemsToMessages: table', async (t) => {
             { type: 'text', text: 'look' },
             { type: 'image_url', image_url: { url: 'https://i/x.png', detail: 'low' } },
             { type: 'image_url', image_url: { url: 'https://i/y.png', detail: 'high' } },
-            { type: 'image_url', image_url: { url: '', file_id: 'file-9', detail: 'auto' } },
             { type: 'file', file: { filename: 'a.pdf', file_data: 'data:application/pdf;base64,QQ==' } },
             { type: 'file', file: { file_id: 'file-2' } },
             // Chat has no file_url: OpenRouter fetches a URL given as file_data.

@@ -159,10 +159,13 @@ function media(p: Record<string, unknown>, type: string, at: string): ItemPart {
   if (type === 'input_image') {
     const url = p.image_url
     const fileId = p.file_id
-    if (typeof url !== 'string' && typeof fileId !== 'string')
-      throw invalidParam(`${at}.image_url`, `${at} needs image_url (an https or data: URL string) or file_id`)
     if (url !== undefined && url !== null && typeof url !== 'string')
       throw invalidParam(`${at}.image_url`, `${at}.image_url must be a string (an https or data: URL), not an object`)
+    // Uploads here are documents (their text is kept, not their bytes) and the provider has no file store: an image
+    // named only by id would reach it as an image with no URL.
+    if (typeof url !== 'string' && typeof fileId === 'string')
+      throw invalidParam(`${at}.file_id`, `${at}: an image by file_id is not supported by this gateway: send image_url (an https or data: URL)`)
+    if (typeof url !== 'string') throw invalidParam(`${at}.image_url`, `${at} needs image_url (an https or data: URL string)`)
     const detail = p.detail ?? 'auto'
     if (typeof detail !== 'string' || !IMAGE_DETAILS.has(detail))
       throw invalidParam(`${at}.detail`, `${at}.detail must be one of auto, low, high, original`)
