@@ -80,6 +80,28 @@ for (const engine of testableEngines(t, 'file inputs')) {
     t.same(both.rag.sources.map((s) => s.filename), ['hall.txt'], `the other file is still retrieved ${JSON.stringify(both.rag)}`)
   })
 
+  t.test(`${engine.name}: a file an earlier turn quoted, still in the history sent, is not retrieved again in pieces`, async (t) => {
+    const h = await start(t)
+    const pump = await upload(h, 'pump.txt', 'The pump in hall B runs at 1,450 rpm and is serviced every March.')
+    const client = h.client()
+    await client.chat.completions.create({
+      model: 'openai/gpt-4o',
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'Keep this for later.' }, { type: 'file', file: { file_id: pump.id } }] }],
+      // @ts-expect-error recallgate's extensions
+      sessionId: 'pump-2',
+    })
+    const res = await client.chat.completions.create({
+      model: 'openai/gpt-4o',
+      messages: [{ role: 'user', content: 'How fast does the pump in hall B run, and when is it serviced?' }],
+      // @ts-expect-error recallgate's extensions
+      sessionId: 'pump-2',
+    })
+    const rag = (res as unknown as { _metadata: { rag: { reason: string | null; sources: unknown[]; resultsFound: number } } })._metadata.rag
+    t.ok(rag.resultsFound > 0, 'the search found the file')
+    t.equal(rag.reason, 'in_prompt', 'and left it out: the history quotes it whole')
+    t.notOk(sentTexts(h).some((m) => m.startsWith("Excerpts from the user's files")), 'no excerpts block: the file is not quoted twice')
+  })
+
   t.test(`${engine.name}: a session keeps the file's text, so a later turn still has it after the file is deleted`, async (t) => {
     const h = await start(t)
     const file = await upload(h, 'pump.txt', 'The pump in hall B runs at 1,450 rpm.')

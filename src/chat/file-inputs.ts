@@ -44,6 +44,26 @@ export function fileTextPart(id: string, filename: string, text: string): Conten
   return { type: 'text', text: `The file ${JSON.stringify(filename)} (${id}), quoted:\n${fence}\n${text}\n${fence}`, [QUOTED_FILE]: id }
 }
 
+/** fileTextPart's first line: the file's name as JSON, then its id. */
+const QUOTED_HEADER = /^The file "(?:[^"\\]|\\.)*" \((file-[\w-]+)\), quoted:\n/
+
+/**
+ * The files the user messages among `messages` quote whole (fileTextPart's header at the start of a text part): a
+ * saved turn has lost its QUOTED_FILE mark, not its text.
+ */
+export function quotedFileIds(messages: readonly ChatMessage[]): Set<string> {
+  const ids = new Set<string>()
+  for (const m of messages) {
+    if (m.role !== 'user' || !Array.isArray(m.content)) continue
+    for (const p of m.content as readonly ContentPart[]) {
+      if (p.type !== 'text' || typeof p.text !== 'string' || !p.text.startsWith('The file "')) continue
+      const id = QUOTED_HEADER.exec(p.text)?.[1]
+      if (id !== undefined) ids.add(id)
+    }
+  }
+  return ids
+}
+
 /**
  * One request's named files as text parts. What is read is bounded by the model's window over all of them (a request
  * naming one large file many times, or many files, is refused once they would not fit, before the rest is read); a

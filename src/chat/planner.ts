@@ -27,6 +27,7 @@ import { alignResent } from './resent-history.js'
 import { asksNothing } from './small-talk.js'
 import { StablePrefix } from './stable-prefix.js'
 import { leadingSystem, plainPlan, replyReserve, type PlainRetrieval } from './plain-plan.js'
+import { quotedFileIds } from './file-inputs.js'
 import { clientMarksCache, needsBreakpoints, withBreakpoints } from './cache-breakpoints.js'
 
 export interface PlannerOptions {
@@ -228,7 +229,7 @@ export class Planner implements ChatPlanner {
 
     // The block the packer took (it selects once when the block's room is fixed): remembered for the next request.
     let chosen: SentBlock | undefined
-    const result = pack({
+    const packWith = (candidates: readonly SearchHit[]): ReturnType<typeof pack> => pack({
       window: usable,
       reserve,
       extraTokens: toolTokens,
@@ -239,12 +240,12 @@ export class Planner implements ChatPlanner {
       maxHistoryMessages: o.maxHistoryMessages,
       historyStep: o.historyStep,
       retrieval:
-        hits.length === 0
+        candidates.length === 0
           ? undefined
           : {
-              candidates: hits,
+              candidates,
               budget: ragBudget,
-              render: (selected) => renderContextMessage(selected.map((i) => hits[i] as SearchHit)),
+              render: (selected) => renderContextMessage(selected.map((i) => candidates[i] as SearchHit)),
             },
       recall:
         recall === undefined || recalled === undefined
@@ -263,6 +264,17 @@ export class Planner implements ChatPlanner {
       historyMessageTokens,
       chatOverhead: o.counter.chatOverhead(model),
     })
+    let result = packWith(hits)
+    // A file a history turn that made it in quotes whole (a part that named it, file-inputs.ts) is not quoted again in
+    // pieces: packed once more without its chunks. The history only gains room, so that turn stays in.
+    if (result.selectedChunks.length > 0) {
+      const quoted = quotedFileIds(result.messages)
+      if (quoted.size > 0 && result.selectedChunks.some((i) => quoted.has((hits[i] as SearchHit).file_id))) {
+        hits = hits.filter((h) => !quoted.has(h.file_id))
+        if (hits.length === 0) reason = 'in_prompt'
+        result = packWith(hits)
+      }
+    }
 
     if (recall !== undefined && req.sessionId !== undefined)
       recall.service.sent(tenant.id, req.sessionId, result.recalledMessages > 0 ? chosen : undefined)

@@ -74,7 +74,7 @@ export type NotRetrieved =
   | 'no_match' // no chunk shares a word with the query
   | 'not_relevant' // the best chunk holds less than minRelevance of the query
   | 'no_room' // relevant chunks were found but none fitted the window
-  | 'in_prompt' // every relevant chunk is from a file whose whole text the request holds (a part naming it by id)
+  | 'in_prompt' // every relevant chunk is from a file the prompt quotes whole (a part that named it by id, in the request or a history turn sent)
 
 /**
  * `hits` best first, each with its relevance; returns those that go on to packing and, when none, why. `focusFrom`:
