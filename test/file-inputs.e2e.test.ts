@@ -151,6 +151,12 @@ for (const engine of testableEngines(t, 'file inputs')) {
       .chat.completions.create({ model: 'test/tiny', messages: [{ role: 'user', content: [{ type: 'file', file: { file_id: a.id } }, { type: 'file', file: { file_id: b.id } }] }] })
       .catch((e: unknown) => e)
     t.match(both, { status: 400, code: 'context_length_exceeded', param: 'messages[0].content[1].file.file_id', message: /with the files named before it/ })
+    // One file named over and over: each naming counts (read once, but each would be sent).
+    const many = await h
+      .client()
+      .chat.completions.create({ model: 'test/tiny', messages: [{ role: 'user', content: Array.from({ length: 500 }, () => ({ type: 'file' as const, file: { file_id: a.id } })) }] })
+      .catch((e: unknown) => e)
+    t.match(many, { status: 400, code: 'context_length_exceeded', param: 'messages[0].content[1].file.file_id' })
   })
 
   t.test(`${engine.name}: Responses input_file by file_id: the text goes upstream, input_items shows the part as sent, a chained turn still has it`, async (t) => {

@@ -65,16 +65,16 @@ export function quotedFileIds(messages: readonly ChatMessage[]): Set<string> {
 }
 
 /**
- * One request's named files as text parts. What is read is bounded by the model's window over all of them (a request
- * naming one large file many times, or many files, is refused once they would not fit, before the rest is read); a
- * file named twice is read once.
+ * One request's named files as text parts. What they hold is bounded by the model's window over all of them, each
+ * naming counted (a request naming many files, or one file many times, is refused once they would not fit, before the
+ * rest is read or counted); a file named twice is read once.
  */
 export class FileQuoter {
   readonly #files: FileTexts
   readonly #tenant: string
   readonly #window: Tokens
   #room: Tokens
-  readonly #read = new Map<string, ContentPart>()
+  readonly #read = new Map<string, { part: ContentPart; tokens: Tokens }>()
   /** The files quoted so far (their chunks are not retrieved again: ChatRequest.filesInPrompt). */
   readonly quoted = new Set<string>()
 
@@ -88,25 +88,31 @@ export class FileQuoter {
   /** The file `id` as a text part, or the 400 naming `param`. */
   async part(id: string, param: string): Promise<ContentPart> {
     const known = this.#read.get(id)
-    if (known !== undefined) return known
+    if (known !== undefined) {
+      if (known.tokens > this.#room) throw this.#tooLarge(id, known.tokens, param)
+      this.#room -= known.tokens
+      return known.part
+    }
     const found = await this.#files.fileText(this.#tenant, id, this.#room)
     if (found === undefined) {
       throw invalidParam(param, `No file with id '${id}' among your files: upload it with POST /v1/files first, or send its content as file_data`)
     }
-    if ('tooLarge' in found) {
-      const others = this.#window - this.#room
-      throw gatewayError('context_length_exceeded', {
-        param,
-        message:
-          `The file '${id}' holds about ${found.tooLarge} tokens${others > 0 ? `, with the files named before it about ${others}` : ''}, ` +
-          `more than the model's window of ${this.#window}: search it instead (useRAG, or the file_search tool)`,
-      })
-    }
+    if ('tooLarge' in found) throw this.#tooLarge(id, found.tooLarge, param)
     this.#room -= found.tokens
     const part = fileTextPart(id, found.filename, found.text)
-    this.#read.set(id, part)
+    this.#read.set(id, { part, tokens: found.tokens })
     this.quoted.add(id)
     return part
+  }
+
+  #tooLarge(id: string, tokens: Tokens, param: string): Error {
+    const others = this.#window - this.#room
+    return gatewayError('context_length_exceeded', {
+      param,
+      message:
+        `The file '${id}' holds about ${tokens} tokens${others > 0 ? `, with the files named before it about ${others}` : ''}, ` +
+        `more than the model's window of ${this.#window}: search it instead (useRAG, or the file_search tool)`,
+    })
   }
 }
 
