@@ -15,7 +15,7 @@ import { gatewayError, invalidParam } from '../errors.js'
 import { fenceFor } from '../context/fence.js'
 import type { ChatMessage, ContentPart, Tokens } from '../types.js'
 import { isObject } from '../types.js'
-import { QUOTED_FILE } from '../messages/text.js'
+import { quoteHeader } from '../messages/quoted-file.js'
 
 /** The caller's files as this module reads them (KnowledgeBase.fileText; `tokens` about what the text holds). */
 export interface FileTexts {
@@ -41,27 +41,7 @@ export function namesFiles(messages: readonly ChatMessage[]): boolean {
 /** The text part a named file becomes. */
 export function fileTextPart(id: string, filename: string, text: string): ContentPart {
   const fence = fenceFor(text)
-  return { type: 'text', text: `The file ${JSON.stringify(filename)} (${id}), quoted:\n${fence}\n${text}\n${fence}`, [QUOTED_FILE]: id }
-}
-
-/** fileTextPart's first line: the file's name as JSON, then its id. */
-const QUOTED_HEADER = /^The file "(?:[^"\\]|\\.)*" \((file-[\w-]+)\), quoted:\n/
-
-/**
- * The files the user messages among `messages` quote whole (fileTextPart's header at the start of a text part): a
- * saved turn has lost its QUOTED_FILE mark, not its text.
- */
-export function quotedFileIds(messages: readonly ChatMessage[]): Set<string> {
-  const ids = new Set<string>()
-  for (const m of messages) {
-    if (m.role !== 'user' || !Array.isArray(m.content)) continue
-    for (const p of m.content as readonly ContentPart[]) {
-      if (p.type !== 'text' || typeof p.text !== 'string' || !p.text.startsWith('The file "')) continue
-      const id = QUOTED_HEADER.exec(p.text)?.[1]
-      if (id !== undefined) ids.add(id)
-    }
-  }
-  return ids
+  return { type: 'text', text: `${quoteHeader(id, filename)}${fence}\n${text}\n${fence}` }
 }
 
 /**
@@ -75,8 +55,6 @@ export class FileQuoter {
   readonly #window: Tokens
   #room: Tokens
   readonly #read = new Map<string, { part: ContentPart; tokens: Tokens }>()
-  /** The files quoted so far (their chunks are not retrieved again: ChatRequest.filesInPrompt). */
-  readonly quoted = new Set<string>()
 
   constructor(files: FileTexts, tenant: string, window: Tokens) {
     this.#files = files
@@ -101,7 +79,6 @@ export class FileQuoter {
     this.#room -= found.tokens
     const part = fileTextPart(id, found.filename, found.text)
     this.#read.set(id, { part, tokens: found.tokens })
-    this.quoted.add(id)
     return part
   }
 
@@ -116,16 +93,13 @@ export class FileQuoter {
   }
 }
 
-/**
- * `messages` with every Chat file part that names a file by id replaced by the file's text (namesFiles first), and the
- * files so quoted (their chunks are not retrieved again: ChatRequest.filesInPrompt).
- */
+/** `messages` with every Chat file part that names a file by id replaced by the file's text (namesFiles first). */
 export async function resolveFileParts(
   messages: readonly ChatMessage[],
   files: FileTexts,
   tenant: string,
   maxTokens: Tokens,
-): Promise<{ messages: ChatMessage[]; quoted: Set<string> }> {
+): Promise<ChatMessage[]> {
   const out: ChatMessage[] = []
   const quoter = new FileQuoter(files, tenant, maxTokens)
   for (const [i, m] of messages.entries()) {
@@ -144,5 +118,5 @@ export async function resolveFileParts(
     }
     out.push({ ...m, content })
   }
-  return { messages: out, quoted: quoter.quoted }
+  return out
 }

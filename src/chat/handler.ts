@@ -81,8 +81,7 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
     if (authorization === undefined || authorization.trim() === '') throw gatewayError('missing_provider_key')
     if (o.files !== undefined && namesFiles(req.messages)) {
       const window = await o.files.window(req.model, authorization, ctx)
-      const { messages, quoted } = await resolveFileParts(req.messages, o.files.texts, tenant.id, window)
-      req = { ...req, messages, filesInPrompt: quoted }
+      req = { ...req, messages: await resolveFileParts(req.messages, o.files.texts, tenant.id, window) }
     }
 
     // The context's `signal` is a getter: the AbortSignal is only made if the planner reads it (see ClientGone).

@@ -27,7 +27,7 @@ import { alignResent } from './resent-history.js'
 import { asksNothing } from './small-talk.js'
 import { StablePrefix } from './stable-prefix.js'
 import { leadingSystem, plainPlan, replyReserve, type PlainRetrieval } from './plain-plan.js'
-import { quotedFileIds } from './file-inputs.js'
+import { quotedFileIds } from '../messages/quoted-file.js'
 import { clientMarksCache, needsBreakpoints, withBreakpoints } from './cache-breakpoints.js'
 
 export interface PlannerOptions {
@@ -182,8 +182,8 @@ export class Planner implements ChatPlanner {
       const searched = await o.knowledge.search(tenant.id, query, o.ragTopK, 'hybrid', cancel)
       found = searched.length
       // A file the request quotes whole is not quoted again in pieces: the gate judges the other files' chunks.
-      const inPrompt = req.filesInPrompt
-      const ranked = inPrompt === undefined || inPrompt.size === 0 ? searched : searched.filter((h) => !inPrompt.has(h.file_id))
+      const inPrompt = quotedFileIds(req.messages)
+      const ranked = inPrompt.size === 0 ? searched : searched.filter((h) => !inPrompt.has(h.file_id))
       const relevant = o.knowledge.relevant(tenant.id, query, ranked, o.relevanceGate ?? DEFAULT_RELEVANCE_GATE)
       hits = relevant.hits
       if (ranked.length > 0) bestRelevance = relevant.best
@@ -265,8 +265,8 @@ export class Planner implements ChatPlanner {
       chatOverhead: o.counter.chatOverhead(model),
     })
     let result = packWith(hits)
-    // A file a history turn that made it in quotes whole (a part that named it, file-inputs.ts) is not quoted again in
-    // pieces: packed once more without its chunks. The history only gains room, so that turn stays in.
+    // A file a history turn that made it in quotes whole (messages/quoted-file.ts) is not quoted again in pieces: packed
+    // once more without its chunks. The history only gains room, so that turn stays in.
     if (result.selectedChunks.length > 0) {
       const quoted = quotedFileIds(result.messages)
       if (quoted.size > 0 && result.selectedChunks.some((i) => quoted.has((hits[i] as SearchHit).file_id))) {

@@ -30,11 +30,6 @@ export interface ChatRequest {
   history?: readonly StoredMessage[]
   /** Messages older than `history` that the walk left out (they count as not fitting, as a session's do). */
   olderMessages?: number
-  /**
-   * Files whose whole text the request's messages hold (a part that named the file by id, file-inputs.ts): their
-   * chunks are not retrieved again.
-   */
-  filesInPrompt?: ReadonlySet<string>
 }
 
 export interface ValidationLimits {

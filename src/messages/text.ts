@@ -4,13 +4,7 @@
  * `name(arguments)`; media parts leave a short marker so a recalled turn still shows that something was attached.
  */
 import { isArray, type ChatMessage, type ContentPart } from '../types.js'
-
-/**
- * Marks a text part that quotes a file the message named by id (chat/file-inputs.ts): the file is not what the user
- * asked, so the retrieval query leaves it out. A symbol, so it never reaches the wire (JSON.stringify skips it) and a
- * stored message simply loses it.
- */
-export const QUOTED_FILE: unique symbol = Symbol('recallgate.quotedFile')
+import { isQuote, quotedFileId } from './quoted-file.js'
 
 export function contentText(content: ChatMessage['content']): string {
   if (typeof content === 'string') return content
@@ -60,7 +54,8 @@ export function messageText(m: ChatMessage): string {
 export function userText(m: ChatMessage): string {
   if (m.role !== 'user') return ''
   const c = m.content
-  // A file the message quotes (QUOTED_FILE) is not part of the question.
-  if (!Array.isArray(c) || !(c as readonly ContentPart[]).some((p) => QUOTED_FILE in p)) return contentText(c).trim()
-  return contentText((c as readonly ContentPart[]).filter((p) => !(QUOTED_FILE in p))).trim()
+  // A file the message quotes (quoted-file.ts) is not part of the question.
+  if (typeof c === 'string') return quotedFileId(c) === undefined ? c.trim() : ''
+  if (!Array.isArray(c) || !(c as readonly ContentPart[]).some(isQuote)) return contentText(c).trim()
+  return contentText((c as readonly ContentPart[]).filter((p) => !isQuote(p))).trim()
 }

@@ -93,11 +93,11 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
     const input = r.input.some((item) => item.type === 'item_reference') ? await resolveReferences(r.input, o.responses, tenant.id) : r.input
     if (chain !== undefined) checkPendingCalls(chain, input)
     const resolved =
-      o.files !== undefined && namesInputFiles(input) ? await resolveInputFiles(input, o.files, tenant.id, r.model, authorization, ctx) : undefined
-    const inputMessages = itemsToMessages(resolved?.items ?? input)
+      o.files !== undefined && namesInputFiles(input) ? await resolveInputFiles(input, o.files, tenant.id, r.model, authorization, ctx) : input
+    const inputMessages = itemsToMessages(resolved)
     const messages: ChatMessage[] =
       r.instructions === null || r.instructions === '' ? inputMessages : [{ role: 'system', content: r.instructions }, ...inputMessages]
-    const chatReq = chatRequestOf(r, messages, conversationId, chain, resolved?.quoted)
+    const chatReq = chatRequestOf(r, messages, conversationId, chain)
 
     const planned = o.planner.prepare(tenant, chatReq, authorization, ctx)
     const prepared = planned instanceof Promise ? await planned : planned
@@ -298,13 +298,7 @@ function fixedFields(t: Turn): Omit<ResponseObjectInput, keyof ResponseState> {
 }
 
 /** The chat the planner packs: the request's messages after the chain's (or the conversation's) history. */
-function chatRequestOf(
-  r: ResponsesRequest,
-  messages: ChatMessage[],
-  sessionId: string | undefined,
-  chain: Chain | undefined,
-  filesInPrompt: ReadonlySet<string> | undefined,
-): ChatRequest {
+function chatRequestOf(r: ResponsesRequest, messages: ChatMessage[], sessionId: string | undefined, chain: Chain | undefined): ChatRequest {
   return {
     model: r.model,
     messages,
@@ -318,7 +312,6 @@ function chatRequestOf(
     includeUsage: true,
     passthrough: { model: r.model, ...r.chatFields },
     ...(chain === undefined ? {} : { history: chain.history, olderMessages: chain.olderMessages }),
-    ...(filesInPrompt === undefined || filesInPrompt.size === 0 ? {} : { filesInPrompt }),
   }
 }
 

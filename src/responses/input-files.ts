@@ -7,7 +7,6 @@ import type { Cancel } from '../retrieval/embedder.js'
 import type { NamedFiles } from '../chat/handler.js'
 import { FileQuoter } from '../chat/file-inputs.js'
 import { isObject } from '../types.js'
-import { QUOTED_FILE } from '../messages/text.js'
 import type { ItemPart, ResponseItem } from './item-types.js'
 
 function namedFile(part: unknown): string | undefined {
@@ -23,7 +22,7 @@ export function namesInputFiles(input: readonly ResponseItem[]): boolean {
   return input.some(hasNamedFile)
 }
 
-/** `input` with its named files' text in place (the same array when nothing names a file), and the files so quoted. */
+/** `input` with its named files' text in place. */
 export async function resolveInputFiles(
   input: ResponseItem[],
   files: NamedFiles,
@@ -31,7 +30,7 @@ export async function resolveInputFiles(
   model: string,
   authorization: string,
   cancel: Cancel,
-): Promise<{ items: ResponseItem[]; quoted: Set<string> }> {
+): Promise<ResponseItem[]> {
   const quoter = new FileQuoter(files.texts, tenant, await files.window(model, authorization, cancel))
   const out: ResponseItem[] = []
   for (const [i, item] of input.entries()) {
@@ -44,11 +43,10 @@ export async function resolveInputFiles(
       const id = namedFile(p)
       if (id === undefined) content.push(p)
       else {
-        const part = await quoter.part(id, `input[${i}].content[${j}].file_id`)
-        content.push({ type: 'input_text', text: part.text, [QUOTED_FILE]: id })
+        content.push({ type: 'input_text', text: (await quoter.part(id, `input[${i}].content[${j}].file_id`)).text })
       }
     }
     out.push({ ...item, content })
   }
-  return { items: out, quoted: quoter.quoted }
+  return out
 }

@@ -19,7 +19,6 @@ import { isObject } from '../types.js'
 import { isArray, type ChatMessage, type ContentPart, type ToolCall } from '../types.js'
 import type { ItemPart, NewId, ResponseItem } from './item-types.js'
 import { ITEM_ID_PREFIX } from './input-items.js'
-import { QUOTED_FILE } from '../messages/text.js'
 
 type Mutable = Record<string, unknown> & { tool_calls?: ToolCall[] }
 
@@ -77,8 +76,7 @@ function messageFromItem(item: ResponseItem): Mutable {
   const role = item.role === 'developer' ? 'system' : str(item.role)
   const chat = parts.map(chatPart)
   const only = chat.length === 1 ? chat[0] : undefined
-  // One text part is the string, unless it quotes a file: a string would lose the mark.
-  const content = only?.type === 'text' && typeof only.text === 'string' && !(QUOTED_FILE in only) ? only.text : chat
+  const content = only?.type === 'text' && typeof only.text === 'string' ? only.text : chat
   return { role, content }
 }
 
@@ -87,8 +85,7 @@ function chatPart(p: Record<string, unknown>): ContentPart {
   switch (p.type) {
     case 'input_text':
     case 'output_text':
-      // A quoted file's mark goes along (messages/text.ts QUOTED_FILE: the retrieval query leaves the file out).
-      return QUOTED_FILE in p ? { type: 'text', text: str(p.text), [QUOTED_FILE]: p[QUOTED_FILE] } : { type: 'text', text: str(p.text) }
+      return { type: 'text', text: str(p.text) }
     case 'input_image': {
       const detail = p.detail === 'original' ? 'high' : p.detail
       const image: Record<string, unknown> = { url: typeof p.image_url === 'string' ? p.image_url : '' }
