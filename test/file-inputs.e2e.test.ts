@@ -179,6 +179,48 @@ for (const engine of testableEngines(t, 'file inputs')) {
       .catch((e: unknown) => e)
     t.match(err, { status: 400, code: 'invalid_parameter', param: 'input[0].content[1].file_id' })
   })
+
+  t.test(`${engine.name}: a conversation item naming a file keeps its text for later responses and lists as the file`, async (t) => {
+    const h = await start(t)
+    const file = await upload(h, 'chiller.txt', 'The chiller on roof C is flushed every 90 days.')
+    const client = h.client()
+    const conversation = await client.conversations.create({
+      items: [{ type: 'message', role: 'user', content: [{ type: 'input_file', file_id: file.id }, { type: 'input_text', text: 'Keep this in mind.' }] }],
+    })
+    const listed = await client.conversations.items.list(conversation.id)
+    t.match(listed.data[0], { type: 'message', role: 'user', content: [{ type: 'input_file', file_id: file.id, filename: 'chiller.txt' }, { type: 'input_text', text: 'Keep this in mind.' }] }, 'listed as the file, as sent')
+    t.notOk(JSON.stringify(listed.data).includes('90 days'), 'the listing does not spell out the file')
+    await client.conversations.items.create(conversation.id, {
+      items: [{ type: 'message', role: 'user', content: [{ type: 'input_file', file_id: file.id }] }],
+    })
+    const calls = chatCalls(h)
+    await client.responses.create({ model: 'openai/gpt-4o', conversation: conversation.id, input: 'How often is the chiller flushed?' })
+    t.equal(chatCalls(h), calls + 1)
+    const sent = sentTexts(h)
+    t.equal(sent.filter((m) => m.includes('flushed every 90 days') && m.includes('"chiller.txt"')).length, 2, 'both turns carry the text upstream')
+    t.notOk(JSON.stringify(h.mock.lastChatBody()).includes('"file_id"'), 'no id the provider cannot resolve went upstream')
+
+    const before = (await client.conversations.items.list(conversation.id)).data.length
+    const err = await client.conversations.items
+      .create(conversation.id, { items: [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'hi' }, { type: 'input_file', file_id: 'file-nope' }] }] })
+      .catch((e: unknown) => e)
+    t.match(err, { status: 400, code: 'invalid_parameter', param: 'items[0].content[1].file_id' })
+    t.equal((await client.conversations.items.list(conversation.id)).data.length, before, 'nothing added')
+    const other = await h
+      .client(KEY_B)
+      .conversations.create({ items: [{ type: 'message', role: 'user', content: [{ type: 'input_file', file_id: file.id }] }] })
+      .catch((e: unknown) => e)
+    t.match(other, { status: 400, param: 'items[0].content[0].file_id' }, "another tenant's file is not found")
+
+    // No model is named when items are added: the bound is the largest window the upstream lists (200,000 here), not
+    // DEFAULT_CONTEXT_LENGTH (8,192), so a file the default would refuse is kept, and one named past it is not.
+    const big = await upload(h, 'big.txt', longText(200))
+    const named = (n: number) => [{ type: 'message' as const, role: 'user' as const, content: Array.from({ length: n }, () => ({ type: 'input_file' as const, file_id: big.id })) }]
+    const kept = await client.conversations.create({ items: named(1) })
+    t.match((await client.conversations.items.list(kept.id)).data[0], { content: [{ type: 'input_file', file_id: big.id }] }, 'a file larger than the default window is kept')
+    const over = await client.conversations.create({ items: named(20) }).catch((e: unknown) => e)
+    t.match(over, { status: 400, code: 'context_length_exceeded', param: /^items\[0\]\.content\[\d+\]\.file_id$/ })
+  })
 }
 
 t.test('files.content: the text extracted from a file, stitched whole from its chunks; 404 for another tenant', async (t) => {

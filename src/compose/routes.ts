@@ -71,6 +71,10 @@ export function routeTable(parts: {
     now,
     onDeleted: recorders.onSessionDeleted,
     quotas,
+    files: {
+      texts: parts.indexes.knowledge,
+      window: async (authorization, cancel) => (await catalog.largestContextLength(authorization, cancel)) ?? config.defaultContextLength,
+    },
   })
   const f = fileRoutes(parts.indexes.knowledge, {
     maxFileBytes: config.maxFileBytes,

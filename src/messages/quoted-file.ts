@@ -6,7 +6,7 @@
  */
 import type { ChatMessage, ContentPart } from '../types.js'
 
-const HEADER = /^The file "(?:[^"\\]|\\.)*" \((file-[\w-]+)\), quoted:\n/
+const HEADER = /^The file ("(?:[^"\\]|\\.)*") \((file-[\w-]+)\), quoted:\n/
 
 /** The quote's first line, with its line break. */
 export function quoteHeader(id: string, filename: string): string {
@@ -15,7 +15,13 @@ export function quoteHeader(id: string, filename: string): string {
 
 /** The id of the file `text` quotes, or undefined when it is not a quote. */
 export function quotedFileId(text: string): string | undefined {
-  return text.startsWith('The file "') ? HEADER.exec(text)?.[1] : undefined
+  return text.startsWith('The file "') ? HEADER.exec(text)?.[2] : undefined
+}
+
+/** The file `text` quotes, with the name it had when quoted (what a conversation's item listing shows). */
+export function quotedFile(text: string): { id: string; filename: string } | undefined {
+  const m = text.startsWith('The file "') ? HEADER.exec(text) : null
+  return m === null ? undefined : { id: m[2] as string, filename: JSON.parse(m[1] as string) as string }
 }
 
 /** Whether a content part is a quoted file. */

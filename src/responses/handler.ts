@@ -18,6 +18,7 @@ import type { ChatMessage, Clock, Tenant, Tokens } from '../types.js'
 import type { UpstreamClient } from '../upstream/client.js'
 import { annotateOutcome, annotateUsage, type ChatPlanner, type NamedFiles, type PreparedChat } from '../chat/handler.js'
 import { namesInputFiles, resolveInputFiles } from './input-files.js'
+import { FileQuoter } from '../chat/file-inputs.js'
 import { relayStream, SSE_HEADERS, type Usage } from '../chat/relay-stream.js'
 import { callUpstream, readCompletion } from '../chat/upstream-call.js'
 import { messagesJsonOf, upstreamBody } from '../chat/upstream-body.js'
@@ -93,7 +94,9 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
     const input = r.input.some((item) => item.type === 'item_reference') ? await resolveReferences(r.input, o.responses, tenant.id) : r.input
     if (chain !== undefined) checkPendingCalls(chain, input)
     const resolved =
-      o.files !== undefined && namesInputFiles(input) ? await resolveInputFiles(input, o.files, tenant.id, r.model, authorization, ctx) : input
+      o.files !== undefined && namesInputFiles(input)
+        ? await resolveInputFiles(input, new FileQuoter(o.files.texts, tenant.id, await o.files.window(r.model, authorization, ctx)), 'input')
+        : input
     const inputMessages = itemsToMessages(resolved)
     const messages: ChatMessage[] =
       r.instructions === null || r.instructions === '' ? inputMessages : [{ role: 'system', content: r.instructions }, ...inputMessages]

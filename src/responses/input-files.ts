@@ -1,11 +1,10 @@
 /**
  * `input_file` parts that name one of the caller's files by `file_id` become `input_text` parts with the file's text,
- * as chat/file-inputs.ts does for Chat's file parts (why, and how the text is framed, there). Only the messages sent
- * upstream and kept for a chain change: the stored `input` (what `input_items` lists) keeps the part as it was sent.
+ * as chat/file-inputs.ts does for Chat's file parts (why, and how the text is framed, there). For a response, only the
+ * messages sent upstream and kept for a chain change: the stored `input` (what `input_items` lists) keeps the part as
+ * it was sent. Items added to a conversation are its session's messages, so they keep the text (and list as the file).
  */
-import type { Cancel } from '../retrieval/embedder.js'
-import type { NamedFiles } from '../chat/handler.js'
-import { FileQuoter } from '../chat/file-inputs.js'
+import type { FileQuoter } from '../chat/file-inputs.js'
 import { isObject } from '../types.js'
 import type { ItemPart, ResponseItem } from './item-types.js'
 
@@ -22,16 +21,11 @@ export function namesInputFiles(input: readonly ResponseItem[]): boolean {
   return input.some(hasNamedFile)
 }
 
-/** `input` with its named files' text in place. */
-export async function resolveInputFiles(
-  input: ResponseItem[],
-  files: NamedFiles,
-  tenant: string,
-  model: string,
-  authorization: string,
-  cancel: Cancel,
-): Promise<ResponseItem[]> {
-  const quoter = new FileQuoter(files.texts, tenant, await files.window(model, authorization, cancel))
+/**
+ * `input` with its named files' text in place, bounded by `quoter`'s window; `param` names the array in errors
+ * (`input` of a response, `items` of a conversation).
+ */
+export async function resolveInputFiles(input: ResponseItem[], quoter: FileQuoter, param: string): Promise<ResponseItem[]> {
   const out: ResponseItem[] = []
   for (const [i, item] of input.entries()) {
     if (!hasNamedFile(item)) {
@@ -43,7 +37,7 @@ export async function resolveInputFiles(
       const id = namedFile(p)
       if (id === undefined) content.push(p)
       else {
-        content.push({ type: 'input_text', text: (await quoter.part(id, `input[${i}].content[${j}].file_id`)).text })
+        content.push({ type: 'input_text', text: (await quoter.part(id, `${param}[${i}].content[${j}].file_id`)).text })
       }
     }
     out.push({ ...item, content })

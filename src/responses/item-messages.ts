@@ -19,6 +19,7 @@ import { isObject } from '../types.js'
 import { isArray, type ChatMessage, type ContentPart, type ToolCall } from '../types.js'
 import type { ItemPart, NewId, ResponseItem } from './item-types.js'
 import { ITEM_ID_PREFIX } from './input-items.js'
+import { quotedFile } from '../messages/quoted-file.js'
 
 type Mutable = Record<string, unknown> & { tool_calls?: ToolCall[] }
 
@@ -180,14 +181,23 @@ export function messagesToItems(messages: readonly ChatMessage[], opts: Messages
   return out
 }
 
+/**
+ * A text the gateway made from an `input_file` naming a file by id (chat/file-inputs.ts) is listed as that part again,
+ * as OpenAI lists it, not as the file's text: what the message holds is the text, what the client sent was the file.
+ */
+function textPart(text: string): ItemPart {
+  const quoted = quotedFile(text)
+  return quoted === undefined ? { type: 'input_text', text } : { type: 'input_file', file_id: quoted.id, filename: quoted.filename }
+}
+
 function inputParts(content: ChatMessage['content']): ItemPart[] {
-  if (typeof content === 'string') return [{ type: 'input_text', text: content }]
+  if (typeof content === 'string') return [textPart(content)]
   if (!Array.isArray(content)) return []
   const out: ItemPart[] = []
   for (const p of content as readonly ContentPart[]) {
     switch (p.type) {
       case 'text':
-        out.push({ type: 'input_text', text: str(p.text) })
+        out.push(textPart(str(p.text)))
         break
       case 'image_url': {
         const img = isObject(p.image_url) ? p.image_url : {}

@@ -19,7 +19,10 @@ import { itemsToMessages, messagesToItems, normalizeInput, type ResponseItem } f
 import { metadataField } from '../responses/request.js'
 import { newId } from '../responses/state.js'
 import type { ConversationRecord, ConversationStore, SessionBounds, SessionStore } from '../storage/interface.js'
-import type { StoredMessage, Tenant } from '../types.js'
+import type { ChatMessage, StoredMessage, Tenant, Tokens } from '../types.js'
+import { FileQuoter, type FileTexts } from '../chat/file-inputs.js'
+import type { Cancel } from '../retrieval/embedder.js'
+import { namesInputFiles, resolveInputFiles } from '../responses/input-files.js'
 import { listPage } from './list-page.js'
 
 /** OpenAI's bound on items added in one call. */
@@ -33,6 +36,12 @@ export interface ConversationRoutesOptions {
   onDeleted?: (tenant: string, sessionId: string) => Promise<void>
   /** The tenant's plan's quotas: a conversation's items are a session's messages, bounded alike. */
   quotas?: Pick<Quotas, 'checkNewSession' | 'sessionBounds'>
+  /**
+   * The caller's files, for an `input_file` item part naming one by id: the part is saved as the file's text, as a
+   * response's input is sent (responses/input-files.ts). No model is named here, so `window` is the largest the
+   * upstream lists; a later response on a model whose window cannot hold the turn leaves it out of its prompt.
+   */
+  files?: { texts: FileTexts; window: (authorization: string | undefined, cancel: Cancel) => Promise<Tokens> }
 }
 
 export function conversationRoutes(sessions: SessionStore, conversations: ConversationStore, o: ConversationRoutesOptions) {
@@ -56,7 +65,7 @@ export function conversationRoutes(sessions: SessionStore, conversations: Conver
     const tenant = tenantOf(ctx)
     const body = await readJsonObject(ctx.req, o.maxBodyBytes)
     const metadata = metadataField(body.metadata)
-    const messages = body.items === undefined || body.items === null ? [] : conversationMessages(body.items, 'items')
+    const messages = body.items === undefined || body.items === null ? [] : await conversationMessages(ctx, tenant, body.items, 'items')
     const id = newId('conv')
     // Checked before the record is made, so a refused create leaves nothing behind.
     if (messages.length > 0) await o.quotas?.checkNewSession(tenant, id)
@@ -106,7 +115,7 @@ export function conversationRoutes(sessions: SessionStore, conversations: Conver
     const id = idOf(ctx)
     const body = await readJsonObject(ctx.req, o.maxBodyBytes)
     await find(tenant, id)
-    const messages = conversationMessages(body.items, 'items')
+    const messages = await conversationMessages(ctx, tenant, body.items, 'items')
     if (messages.length === 0) throw invalidParam('items', 'items must hold at least one item')
     const saved = await sessions.appendExchange(tenant.id, id, messages, bounded(tenant))
     const data = sessionItems(saved)
@@ -144,6 +153,17 @@ export function conversationRoutes(sessions: SessionStore, conversations: Conver
     sendJson(ctx.res, 200, wire(rec))
   }
 
+  /** Items sent to a conversation, as the messages its session keeps (user, assistant and tool turns). */
+  const conversationMessages = async (ctx: RequestContext, tenant: Tenant, raw: unknown, param: string): Promise<ChatMessage[]> => {
+    const items = conversationItems(raw, param)
+    const files = o.files
+    const resolved =
+      files !== undefined && namesInputFiles(items)
+        ? await resolveInputFiles(items, new FileQuoter(files.texts, tenant.id, await files.window(ctx.req.headers.authorization, ctx)), param)
+        : items
+    return itemsToMessages(resolved).filter((m) => m.role !== 'system' && m.role !== 'developer')
+  }
+
   return { create, get, update, del, listItems, addItems, getItem, deleteItem }
 }
 
@@ -157,8 +177,8 @@ export function sessionItems(messages: readonly StoredMessage[]): ResponseItem[]
   return out
 }
 
-/** Items sent to a conversation, as the messages its session keeps (user, assistant and tool turns). */
-function conversationMessages(raw: unknown, param: string) {
+/** Items sent to a conversation, checked: what a conversation keeps, and at most OpenAI's number per call. */
+function conversationItems(raw: unknown, param: string): ResponseItem[] {
   if (!Array.isArray(raw)) throw invalidParam(param, `${param} must be an array of items`)
   if (raw.length > MAX_ITEMS_PER_CALL) throw invalidParam(param, `${param} holds at most ${MAX_ITEMS_PER_CALL} items per call`)
   const items = normalizeInput(raw, { newId })
@@ -168,7 +188,7 @@ function conversationMessages(raw: unknown, param: string) {
       throw invalidParam(`${param}[${i}].role`, 'a conversation keeps user, assistant and tool items; send system text as `instructions`')
     }
   }
-  return itemsToMessages(items).filter((m) => m.role !== 'system' && m.role !== 'developer')
+  return items
 }
 
 const itemId = (i: ResponseItem): string => i.id ?? ''

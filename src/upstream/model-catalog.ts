@@ -73,11 +73,27 @@ export class ModelCatalog {
    * signal is read only on a miss, so a cached list costs no AbortSignal.
    */
   async contextLength(model: string, authorization?: string, cancel?: { readonly signal?: AbortSignal | undefined }): Promise<Tokens | undefined> {
+    return (await this.#windows(authorization, cancel))?.get(model)
+  }
+
+  /**
+   * The largest window any listed model has, as `contextLength` reads it: the bound where text is kept before a model
+   * is named (a file quoted into a conversation's items).
+   */
+  async largestContextLength(authorization?: string, cancel?: { readonly signal?: AbortSignal | undefined }): Promise<Tokens | undefined> {
+    const windows = await this.#windows(authorization, cancel)
+    if (windows === undefined || windows.size === 0) return undefined
+    let most = 0
+    for (const w of windows.values()) most = Math.max(most, w)
+    return most
+  }
+
+  async #windows(authorization?: string, cancel?: { readonly signal?: AbortSignal | undefined }): Promise<Map<string, Tokens> | undefined> {
     const pending = this.#get(authorization)
     // #get sets nothing synchronously on a miss: a cached list here means the answer is already there.
     const left = this.#cached === undefined ? cancel?.signal : undefined
     try {
-      return (await (left === undefined ? pending : untilAborted(pending, left))).windows.get(model)
+      return (await (left === undefined ? pending : untilAborted(pending, left))).windows
     } catch (err) {
       if (left?.aborted === true) throw err
       // Deliberately ignored: a chat must not fail because /models is down; the caller uses the default window.
