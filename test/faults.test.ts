@@ -50,13 +50,19 @@ interface Fault {
   /** Before any byte went to the client: the HTTP status and code. After: the code of the final SSE error event. */
   status: number
   code: string
+  /**
+   * The upstream does this to every request while the fault lasts, not only to the next one: a connection dropped
+   * before any answer is sent once more when it was a kept-alive one (the keep-alive race, test/upstream-client.test.ts),
+   * so a drop that reaches the client is one that happens again.
+   */
+  every?: true
 }
 
 // Small upstream timeouts; undici's timers are coarse (a 400 ms timeout fires within ~1 s).
 const TIMEOUT_MS = 400
 const FAULTS: Fault[] = [
-  { name: 'reset before headers', behaviour: { reset: 'before-headers' }, stream: false, status: 502, code: 'upstream_unreachable' },
-  { name: 'reset before headers', behaviour: { reset: 'before-headers' }, stream: true, status: 502, code: 'upstream_unreachable' },
+  { name: 'reset before headers', behaviour: { reset: 'before-headers' }, stream: false, status: 502, code: 'upstream_unreachable', every: true },
+  { name: 'reset before headers', behaviour: { reset: 'before-headers' }, stream: true, status: 502, code: 'upstream_unreachable', every: true },
   { name: 'reset mid-body', behaviour: { reset: 'mid-stream' }, stream: false, status: 502, code: 'upstream_unreachable' },
   { name: 'reset mid-stream', behaviour: { reset: 'mid-stream' }, stream: true, status: 200, code: 'upstream_unreachable' },
   { name: 'upstream 500', behaviour: { status: 500 }, stream: false, status: 502, code: 'upstream_error' },
@@ -76,12 +82,15 @@ t.test('upstream faults: a clean error, in time, nothing leaked, nothing saved',
   const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`)
   process.on('warning', onWarning)
   t.teardown(() => void process.off('warning', onWarning))
-  const h = await startHarness(t, { env: { UPSTREAM_HEADERS_TIMEOUT_MS: String(TIMEOUT_MS), UPSTREAM_BODY_TIMEOUT_MS: String(TIMEOUT_MS) }, mock: { behaviour: { reply: 'a reply long enough to come in several chunks', chunkChars: 5 } } })
+  const healthy: MockBehaviour = { reply: 'a reply long enough to come in several chunks', chunkChars: 5 }
+  const h = await startHarness(t, { env: { UPSTREAM_HEADERS_TIMEOUT_MS: String(TIMEOUT_MS), UPSTREAM_BODY_TIMEOUT_MS: String(TIMEOUT_MS) }, mock: { behaviour: healthy } })
   for (const [i, f] of FAULTS.entries()) {
     const label = `${f.name} (${f.stream ? 'stream' : 'JSON'})`
     const sessionId = `fault-${i}`
-    h.mock.enqueue(f.behaviour)
+    if (f.every) h.mock.setDefault({ ...healthy, ...f.behaviour })
+    else h.mock.enqueue(f.behaviour)
     const r = await post(h, chatBody(sessionId, f.stream))
+    h.mock.setDefault(healthy)
     const text = await r.text()
     t.equal(r.status, f.status, `${label}: status ${f.status}`)
     if (f.status !== 200) {
@@ -127,6 +136,20 @@ t.test('upstream faults: a clean error, in time, nothing leaked, nothing saved',
     t.match(await r.json(), { error: { code: 'upstream_unreachable', message: /ECONNREFUSED/ } })
   }
   t.equal((await h.fetch('/api/v1/sessions/refused')).status, 404)
+})
+
+t.test('the keep-alive race: a pooled connection the upstream closed under a request costs the client nothing', async (t) => {
+  const h = await startHarness(t)
+  for (const stream of [false, true]) {
+    t.equal((await post(h, chatBody(`race-${String(stream)}`, stream))).status, 200, 'a first exchange leaves a kept-alive connection')
+    const before = h.mock.requests.length
+    h.mock.enqueue({ reset: 'before-headers' })
+    const r = await post(h, chatBody(`race-${String(stream)}`, stream))
+    t.equal(r.status, 200, `answered (${stream ? 'stream' : 'JSON'})`)
+    t.match(await r.text(), stream ? /\[DONE\]/ : /"choices"/)
+    t.equal(h.mock.requests.length - before, 2, 'the dropped request was sent once more')
+    t.equal(((await (await h.fetch(`/api/v1/sessions/race-${String(stream)}`)).json()) as { messages: unknown[] }).messages.length, 4, 'saved once')
+  }
 })
 
 /** The gateway's request log lines for `route` with `status`, written so far. */

@@ -82,23 +82,38 @@ export class UpstreamClient {
     return this.#request('GET', path, { headers, signal: opts.signal })
   }
 
+  /**
+   * Sent once more, on another connection, when a pooled connection that had served earlier responses was closed by
+   * the upstream before this request got any answer: the keep-alive race (the server closed the idle connection as
+   * the request went out on it), which otherwise reaches the client as a 502 now and then after a quiet spell. A
+   * connection that fails on its first request, or fails again, is the upstream's failure and is reported as such.
+   */
   async #request(
     method: 'GET' | 'POST',
     path: string,
     o: { headers: Record<string, string>; body?: string; signal?: AbortSource | undefined },
   ): Promise<UpstreamResponse> {
     try {
-      const res = await this.#pool.request({
-        method,
-        path: this.#basePath + path,
-        headers: o.headers,
-        body: o.body,
-        signal: o.signal,
-      })
-      return { status: res.statusCode, headers: res.headers, body: res.body }
+      return await this.#send(method, path, o)
+    } catch (err) {
+      if (!reusedConnectionDropped(err) || (o.signal as { aborted?: boolean } | undefined)?.aborted === true) throw transportError(err)
+    }
+    try {
+      return await this.#send(method, path, o)
     } catch (err) {
       throw transportError(err)
     }
+  }
+
+  async #send(method: 'GET' | 'POST', path: string, o: { headers: Record<string, string>; body?: string; signal?: AbortSource | undefined }): Promise<UpstreamResponse> {
+    const res = await this.#pool.request({
+      method,
+      path: this.#basePath + path,
+      headers: o.headers,
+      body: o.body,
+      signal: o.signal,
+    })
+    return { status: res.statusCode, headers: res.headers, body: res.body }
   }
 
   close(): Promise<void> {
@@ -108,6 +123,15 @@ export class UpstreamClient {
   destroy(): Promise<void> {
     return this.#pool.destroy()
   }
+}
+
+/**
+ * undici's "other side closed" before any answer, on a connection that had read earlier responses (`bytesRead`
+ * counts the connection's whole life): the upstream closed a kept-alive connection, not this request's.
+ */
+function reusedConnectionDropped(err: unknown): boolean {
+  const e = err as { code?: unknown; socket?: { bytesRead?: unknown } } | null
+  return e?.code === 'UND_ERR_SOCKET' && typeof e.socket?.bytesRead === 'number' && e.socket.bytesRead > 0
 }
 
 /**
