@@ -75,6 +75,8 @@ export interface Config {
   modelsCacheTtl: Ms
   /** /readyz also requires the upstream to answer GET /models at UPSTREAM_BASE_URL (READY_CHECK_UPSTREAM=1). */
   readyCheckUpstream: boolean
+  /** /readyz answers 503 until the start's preload of tenants' indexes has finished (READY_AFTER_WARMUP=1). */
+  readyAfterWarmup: boolean
 
   /** Window used for models the upstream's list does not know. */
   defaultContextLength: Tokens
@@ -214,6 +216,7 @@ export const DEFAULTS = {
   UPSTREAM_CONNECTIONS: '1024',
   MODELS_CACHE_TTL_MS: '300000',
   READY_CHECK_UPSTREAM: '0',
+  READY_AFTER_WARMUP: '0',
   DEFAULT_CONTEXT_LENGTH: '8192',
   DEFAULT_MAX_TOKENS: '1024',
   IMAGE_TOKENS_ESTIMATE: '765',
@@ -357,6 +360,8 @@ export function loadConfig(env: Env): Config {
   const readyCheckUpstream = get('READY_CHECK_UPSTREAM')
   if (readyCheckUpstream !== '0' && readyCheckUpstream !== '1')
     throw new ConfigError('READY_CHECK_UPSTREAM', `must be 0 or 1, got "${readyCheckUpstream}"`)
+  const readyAfterWarmup = get('READY_AFTER_WARMUP')
+  if (readyAfterWarmup !== '0' && readyAfterWarmup !== '1') throw new ConfigError('READY_AFTER_WARMUP', `must be 0 or 1, got "${readyAfterWarmup}"`)
   // The PostgreSQL store: the one place its settings are read (storage/open-stores.ts chooses the engine from them).
   const databaseUrl = optional('DATABASE_URL')
   if (databaseUrl !== undefined && !/^postgres(ql)?:\/\/[^\s]+$/.test(databaseUrl))
@@ -411,6 +416,7 @@ export function loadConfig(env: Env): Config {
     upstreamConnections: int('UPSTREAM_CONNECTIONS', 1, 65535),
     modelsCacheTtl: int('MODELS_CACHE_TTL_MS', 0),
     readyCheckUpstream: readyCheckUpstream === '1',
+    readyAfterWarmup: readyAfterWarmup === '1',
     defaultContextLength: int('DEFAULT_CONTEXT_LENGTH', 256),
     defaultMaxTokens: int('DEFAULT_MAX_TOKENS', 1),
     mediaTokens: { image: int('IMAGE_TOKENS_ESTIMATE', 0), file: int('FILE_TOKENS_ESTIMATE', 0) },

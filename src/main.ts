@@ -80,7 +80,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
     })
     const { planner, quotas } = createPlanning({ config, counter: stores.counter, sessions: stores.stores.sessions, indexes, catalog: upstream.catalog })
     const recorders = createRecorders({ config, stores: stores.stores, now, logger, closers })
-    const readiness = [...stores.readiness, ...limits.readiness, ...upstream.readiness]
+    const readiness = [...stores.readiness, ...limits.readiness, ...upstream.readiness, ...indexes.readiness]
     const routes = routeTable({ config, clock, now, metrics, stores, upstream, indexes, planner, quotas, recorders, readiness })
     const http = createHttpServer({
       routes,

@@ -133,6 +133,30 @@ for (const engine of testableEngines(t, 'the files API')) {
     t.equal(hits.data[0]?.filename, 'r.txt')
   })
 
+  t.test(`${engine.name}: READY_AFTER_WARMUP=1: /readyz says warming until the start's preload of the indexes is done`, async (t) => {
+    const h = await start(t)
+    // Thousands of chunks, and no graph file to load: the start rebuilds the graph from the stored vectors (seconds).
+    const text = Array.from({ length: 6_000 }, (_, i) => `Entry ${i}: crate ${i * 7} of batch ${i % 97} left dock ${i % 13} on shift ${i % 5}.`).join('\n')
+    t.equal((await uploadMultipart(h, 'manifest.txt', text, 'text/plain')).status, 201)
+    await h.gw.close()
+    rmSync(join(h.dataDir, 'index'), { recursive: true, force: true })
+    await h.restart({ READY_AFTER_WARMUP: '1' })
+    const first = await h.fetch('/readyz', { key: null, provider: null })
+    t.equal(first.status, 503, 'not ready while the preload runs')
+    t.match(await first.json(), { status: 'not_ready', stores: { indexes: 'warming' } })
+    t.equal((await h.fetch('/healthz', { key: null, provider: null })).status, 200, 'alive all the while')
+    const deadline = Date.now() + 120_000
+    let ready: Response | undefined
+    while (Date.now() < deadline) {
+      ready = await h.fetch('/readyz', { key: null, provider: null })
+      if (ready.status === 200) break
+      await new Promise((r) => setTimeout(r, 100))
+    }
+    t.equal(ready?.status, 200, 'ready once it is done')
+    t.match(await ready?.json(), { status: 'ready', stores: { indexes: 'ok' } })
+    t.match((await search(h, 'crate 4207 batch')).data[0], { filename: 'manifest.txt' }, 'searches answer from the loaded index')
+  })
+
   t.test(`${engine.name}: refusals: 415 unsupported, 413 too large, 400 empty or malformed; nothing left behind`, async (t) => {
     const h = await start(t, { MAX_FILE_BYTES: '2048' })
     const bin = await uploadMultipart(h, 'image.png', new Uint8Array([0x89, 0x50, 0x4e, 0x47]), 'image/png')

@@ -11,6 +11,7 @@ import { LocalEmbedder, type Embedder } from '../retrieval/embedder.js'
 import { OpenAICompatibleEmbedder } from '../retrieval/openai-embedder.js'
 import type { Stores } from '../storage/open-stores.js'
 import type { Closers } from './closers.js'
+import type { ReadinessCheck } from '../routes/ready.js'
 
 export interface Indexes {
   readonly knowledge: KnowledgeBase
@@ -21,6 +22,8 @@ export interface Indexes {
    * 18: with 100k chunks stored, awaiting this before listening took ≈ 5–8 s.
    */
   warm(): void
+  /** With READY_AFTER_WARMUP=1, /readyz's `indexes` entry: `warming` (503) until that preload has finished. */
+  readonly readiness: ReadinessCheck[]
 }
 
 export function openIndexes(opts: {
@@ -81,10 +84,20 @@ export function openIndexes(opts: {
       })
     : undefined
   if (recall) opts.closers.add(() => recall.close())
+  let warmed = false
   const warm = (): void => {
-    warming = knowledge.init().catch((err: unknown) => logger.warn({ err }, 'could not preload the knowledge base indexes'))
+    // A failed preload is done too: the tenants it did not load load on their first search, as without it.
+    warming = knowledge
+      .init()
+      .catch((err: unknown) => logger.warn({ err }, 'could not preload the knowledge base indexes'))
+      .finally(() => {
+        warmed = true
+      })
   }
-  return { knowledge, recall, warm }
+  const readiness: ReadinessCheck[] = config.readyAfterWarmup
+    ? [{ name: 'indexes', required: true, failedAs: 'warming', check: () => (warmed ? Promise.resolve() : Promise.reject(new Error('warming'))) }]
+    : []
+  return { knowledge, recall, warm, readiness }
 }
 
 function createEmbedder(config: Config): Embedder {

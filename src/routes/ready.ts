@@ -15,6 +15,8 @@ export interface ReadinessCheck {
   required: boolean
   /** Resolves when the store answers; rejects (or is cut off by the caller's timeout) when it cannot. */
   check(): Promise<void>
+  /** What the answer says of it when the check fails; default `unavailable`. */
+  failedAs?: string
 }
 
 export function readinessHandler(checks: readonly ReadinessCheck[], timeoutMs: number): Handler {
@@ -27,10 +29,10 @@ export function readinessHandler(checks: readonly ReadinessCheck[], timeoutMs: n
         })
         try {
           await Promise.race([c.check(), timeout])
-          return { name: c.name, required: c.required, ok: true }
+          return { name: c.name, required: c.required, ok: true, failedAs: c.failedAs }
         } catch {
           // Deliberately not logged per probe (a balancer probes every few seconds); the stores' own metrics count it.
-          return { name: c.name, required: c.required, ok: false }
+          return { name: c.name, required: c.required, ok: false, failedAs: c.failedAs }
         } finally {
           clearTimeout(timer)
         }
@@ -38,7 +40,7 @@ export function readinessHandler(checks: readonly ReadinessCheck[], timeoutMs: n
     )
     const ready = results.every((r) => r.ok || !r.required)
     const stores: Record<string, string> = {}
-    for (const r of results) stores[r.name] = r.ok ? 'ok' : 'unavailable'
+    for (const r of results) stores[r.name] = r.ok ? 'ok' : (r.failedAs ?? 'unavailable')
     sendJson(ctx.res, ready ? 200 : 503, { status: ready ? 'ready' : 'not_ready', stores }, { 'cache-control': 'no-store' })
   }
 }
