@@ -9,7 +9,7 @@ import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import OpenAI from 'openai'
 import t from 'tap'
-import { startHarness } from './helpers/harness.js'
+import { KEY_A, startHarness } from './helpers/harness.js'
 
 const ask = { model: 'openai/gpt-4o-mini', messages: [{ role: 'user' as const, content: 'hi' }] }
 
@@ -80,4 +80,15 @@ t.test('an upstream that wants a key for its model list (401) is reachable: read
     t.same(await ready.json(), { status: 'ready', stores: { lmdb: 'ok', upstream: 'ok' } })
   }
   t.equal(calls - before, 1, 'two probes, one upstream call')
+})
+
+t.test("a client pointed at /v1 instead of /api/v1: the 404 says where the API is", async (t) => {
+  const h = await startHarness(t)
+  const sdk = new OpenAI({ apiKey: 'sk-or-test', baseURL: `${h.gw.url}/v1`, defaultHeaders: { serviceKey: KEY_A }, maxRetries: 0 })
+  const err = await sdk.chat.completions.create(ask).catch((e: unknown) => e)
+  t.match(err, { status: 404, code: 'not_found', message: /the API is under \/api\/v1 \(POST \/api\/v1\/chat\/completions\); set the client's base URL to end in \/api\/v1/ })
+  const files = await h.fetch('/v1/files/file-x', { method: 'DELETE' })
+  t.match(await files.json(), { error: { message: /\(DELETE \/api\/v1\/files\/file-x\)/ } }, 'any route, with its method')
+  const none = await h.fetch('/v1/nothing-here', { method: 'POST' })
+  t.match(await none.json(), { error: { message: 'No route for POST /v1/nothing-here' } }, 'no hint where there is no such route')
 })

@@ -224,7 +224,7 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
     try {
       const found = router.find(req.method ?? 'GET', pathname)
       if (found.kind === 'not-found') {
-        throw gatewayError('not_found', { message: `No route for ${req.method} ${pathname}` })
+        throw gatewayError('not_found', { message: `No route for ${req.method} ${pathname}${misplacedApiHint(router, req.method ?? 'GET', pathname)}` })
       }
       if (found.kind === 'bad-encoding') {
         route = found.template
@@ -297,4 +297,17 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
       server.closeIdleConnections()
     },
   }
+}
+
+/**
+ * A client pointed at `http://host/v1` (where most OpenAI-compatible servers answer) instead of `/api/v1` asks for
+ * `/v1/chat/completions` and got a bare 404; the answer now says where the route is.
+ */
+function misplacedApiHint(router: Router<RouteDef>, method: string, pathname: string): string {
+  const at = pathname.indexOf('/v1/')
+  if (at === -1 || pathname.startsWith('/api/v1/')) return ''
+  const moved = `/api${pathname.slice(at)}`
+  return router.find(method, moved).kind === 'not-found'
+    ? ''
+    : `: the API is under /api/v1 (${method} ${moved}); set the client's base URL to end in /api/v1`
 }
