@@ -386,3 +386,70 @@ t.test('a large graph rebuilt from the source is built in a worker thread: the s
   await closing.close()
   await t.rejects(loading, 'a load cut by close rejects')
 })
+
+t.test('a large namespace keeps its analyzed terms beside its graph: the next load reads no text and ranks the same', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'rag-si-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const source = new MemorySource()
+  const open = () => new SearchIndex({ dir, source, embedder, saveDelay: 60_000, termsFileMin: 50, foldTerms: true, phraseWeight: 0.5 })
+  const first = open()
+  await first.load('s')
+  const texts = Array.from({ length: 120 }, (_, i) => `Ledger ${i}: the ${['ferry', 'lighthouse', 'café', 'harbour'][i % 4]} crew logged ${i * 3} crates on pier ${i % 7}.`)
+  const c = await source.add('s', texts)
+  await first.applyAdd('s', c.from, c.meta, c.docs)
+  const r = source.remove('s', [3, 50, 51])
+  await first.applyRemove('s', r.from, r.meta, [3, 50, 51])
+  const queries = ['lighthouse crew crates pier 4', 'cafe crates', 'ledger 77 ferry', 'harbour pier 6 crates logged']
+  const before = await Promise.all(queries.map((q) => first.search('s', q, 8)))
+  await first.close()
+  t.ok(readdirSync(dir).some((f) => f.endsWith('.hnsw.terms')), 'saved with the graph')
+
+  const reads = source.reads
+  const again = open()
+  t.teardown(() => again.close())
+  const after = await Promise.all(queries.map((q) => again.search('s', q, 8)))
+  t.equal(source.reads, reads, "no document's text read from the source")
+  t.same(after, before, 'the same hits, scores, relevance and refs as before the restart')
+
+  // A file of another state is not used: the namespace changed since (another process, or while this one was down).
+  await again.close()
+  const d = await source.add('s', ['A late ledger line about the lighthouse keeper.'])
+  void d
+  const third = open()
+  t.teardown(() => third.close())
+  const hits = await third.search('s', 'lighthouse keeper late', 3)
+  t.equal(source.reads, reads + 1, 'a stale file: the documents are read from the source')
+  t.same(hits[0]?.ref, ['msg', 120], 'and the change is there')
+
+  // A current graph whose terms file is missing (an older version's data directory): the load writes one.
+  await third.close()
+  for (const f of readdirSync(dir).filter((f) => f.endsWith('.terms'))) rmSync(join(dir, f))
+  const fourth = open()
+  t.teardown(() => fourth.close())
+  await fourth.load('s')
+  await fourth.idle()
+  t.ok(readdirSync(dir).some((f) => f.endsWith('.hnsw.terms')), 'written after the load')
+  await fourth.close()
+  const readsNow = source.reads
+  const fifth = open()
+  t.teardown(() => fifth.close())
+  t.same((await fifth.search('s', 'lighthouse keeper late', 3))[0]?.ref, ['msg', 120])
+  t.equal(source.reads, readsNow, 'and the next load reads it')
+})
+
+t.test('a terms file is used only whole and for the state it names', async (t) => {
+  const { decodeTerms, encodeTerms } = await import('../src/retrieval/terms-file.js')
+  const snap = { vocab: ['ferry', 'crew', 'pier'], labels: new Float64Array([0, 2]), refs: [['f', 0], ['f', 2]], ends: new Uint32Array([2, 5]), codes: new Uint32Array([0, 1, 2, 2, 1]) }
+  const state = { version: 4, epoch: 'e1', count: 2 }
+  const bytes = encodeTerms(state, snap)
+  t.same(decodeTerms(bytes, state), snap, 'read back as written')
+  t.equal(decodeTerms(bytes, { ...state, version: 5 }), undefined, 'another version')
+  t.equal(decodeTerms(bytes, { ...state, epoch: 'e2' }), undefined, 'another epoch')
+  t.equal(decodeTerms(bytes, { ...state, count: 3 }), undefined, 'another count')
+  t.equal(decodeTerms(bytes.subarray(0, bytes.length - 4), state), undefined, 'cut short')
+  t.equal(decodeTerms(Buffer.from('nonsense'), state), undefined, 'not a terms file')
+  const bad = encodeTerms(state, { ...snap, codes: new Uint32Array([0, 1, 2, 2, 9]) })
+  t.equal(decodeTerms(bad, state), undefined, 'a code outside the vocabulary')
+  const twice = encodeTerms(state, { ...snap, vocab: ['ferry', 'crew', 'ferry'] })
+  t.equal(decodeTerms(twice, state), undefined, 'a term listed twice')
+})

@@ -177,6 +177,31 @@ export class Bm25Index {
     this.#totalLen += seq.length
   }
 
+  /**
+   * Every live document's label and term ids (codes, one document after another, each ending at its `ends`), with the
+   * vocabulary by id: what `restore` builds the same index from (terms-file.ts keeps it between starts).
+   */
+  snapshot(): { vocab: string[]; labels: Float64Array; ends: Uint32Array; codes: Uint32Array } {
+    const vocab: string[] = new Array<string>(this.#postDocs.length)
+    for (const [term, id] of this.#termIds) vocab[id] = term
+    const labels = new Float64Array(this.#live)
+    const ends = new Uint32Array(this.#live)
+    let total = 0
+    for (let s = 0; s < this.#slots; s++) if (this.#slotAlive[s] === 1) total += this.#slotTerms[s]?.length ?? 0
+    const codes = new Uint32Array(total)
+    let d = 0
+    let at = 0
+    for (let s = 0; s < this.#slots; s++) {
+      if (this.#slotAlive[s] !== 1) continue
+      const seq = this.#slotTerms[s] ?? new Uint32Array(0)
+      codes.set(seq, at)
+      at += seq.length
+      labels[d] = this.#slotLabel[s] as number
+      ends[d++] = at
+    }
+    return { vocab, labels, ends, codes }
+  }
+
   /** Forget `label`; false if it was not indexed. */
   remove(label: number): boolean {
     const slot = this.#slotOf.get(label)

@@ -39,6 +39,7 @@ import { DEFAULT_SLICE_MS, TimeSlicer } from './time-slice.js'
 import { DEFAULT_HNSW, VectorIndex, type HnswParams } from './vector-index.js'
 import { FreshVectors, mergeRankings } from './fresh-vectors.js'
 import { chunkCodes, vocabularyOf, type CodedTerms } from './chunk-terms.js'
+import { loadTerms, removeTerms, saveTerms, termsFile, type TermsSnapshot } from './terms-file.js'
 
 export type DocRef = ReadonlyArray<string | number>
 export type SearchMode = 'hybrid' | 'bm25' | 'vector'
@@ -185,6 +186,12 @@ export interface SearchIndexOptions {
    */
   graphWorkerMin?: number
   /**
+   * A namespace of at least this many documents keeps its analyzed terms in a file beside its graph (terms-file.ts),
+   * so a later load reads them instead of every document's text from the store. Default 2,000 (below it the text is
+   * analyzed again in well under 0.1 s).
+   */
+  termsFileMin?: number
+  /**
    * BM25 (ranking and relevance) matches terms with accents folded and a final e dropped (analyzer.ts `foldTerm`);
    * the vectors are untouched. Default false. Nothing stored changes: BM25 is rebuilt from the text at every load.
    */
@@ -239,6 +246,8 @@ export class SearchIndex {
   readonly #sliceMs: number
   readonly #maxFresh: number
   readonly #graphWorkerMin: number
+  /** Namespaces of at least this many documents keep a terms file beside their graph (terms-file.ts). */
+  readonly #termsFileMin: number
   /** The terms BM25 indexes and searches, from `analyze`'s (foldTerms, or as they are). */
   readonly #lexical: (terms: readonly string[]) => readonly string[]
   readonly #phraseWeight: number
@@ -268,6 +277,7 @@ export class SearchIndex {
     this.#sliceMs = opts.sliceMs ?? DEFAULT_SLICE_MS
     this.#maxFresh = Math.max(0, opts.maxFresh ?? DEFAULT_MAX_FRESH)
     this.#graphWorkerMin = opts.graphWorkerMin ?? 5000
+    this.#termsFileMin = opts.termsFileMin ?? DEFAULT_TERMS_FILE_MIN
     this.#lexical = opts.foldTerms === true ? foldTerms : (terms) => terms
     this.#phraseWeight = opts.phraseWeight ?? 0
     this.#onSaveError =
@@ -558,9 +568,9 @@ export class SearchIndex {
   drop(namespace: string): void {
     const entry = this.#loaded.get(namespace)
     this.#loaded.delete(namespace)
-    VectorIndex.remove(this.#file(namespace))
+    this.#removeFiles(this.#file(namespace))
     // A save of this namespace still in the thread pool would put a file back: delete it again once that is done.
-    if (entry !== undefined) void entry.queue.then(() => VectorIndex.remove(entry.file))
+    if (entry !== undefined) void entry.queue.then(() => this.#removeFiles(entry.file))
   }
 
   /** Wait until every queued change and save (an evicted namespace's too) has run. */
@@ -644,6 +654,7 @@ export class SearchIndex {
         queue: Promise.resolve(),
       }
       let rebuilt = false
+      let termsRead = false
       if (meta !== undefined && meta.count > 0) {
         const expected = { dimension: meta.dimension, version: meta.version, count: meta.count, epoch: meta.epoch }
         const current = await VectorIndex.load(entry.file, expected, this.#hnsw)
@@ -653,11 +664,15 @@ export class SearchIndex {
         const offThread = rebuilt && meta.count >= this.#graphWorkerMin ? this.#buildVectorsOffThread(namespace, entry, meta, pause, stop.signal) : undefined
         try {
           const slicer = new TimeSlicer(this.#sliceMs)
-          for await (const doc of this.#source.documents(namespace)) {
-            entry.bm25.add(doc.label, this.#terms(doc.text))
-            entry.refs.set(doc.label, doc.ref)
-            if (slicer.due()) await pause(slicer)
-          }
+          const saved = meta.count >= this.#termsFileMin ? await loadTerms(termsFile(entry.file), expected) : undefined
+          termsRead = saved !== undefined
+          if (saved !== undefined) await this.#restore(entry, saved, slicer, pause)
+          else
+            for await (const doc of this.#source.documents(namespace)) {
+              entry.bm25.add(doc.label, this.#terms(doc.text))
+              entry.refs.set(doc.label, doc.ref)
+              if (slicer.due()) await pause(slicer)
+            }
         } catch (err) {
           stop.abort()
           await offThread?.catch(() => undefined)
@@ -668,9 +683,25 @@ export class SearchIndex {
       const now = await this.#source.meta(namespace)
       if ((now?.version ?? 0) !== entry.version || now?.epoch !== entry.epoch) continue
       this.#loaded.set(namespace, entry)
-      // Saved at once, so the next start finds the graph current.
+      // Saved at once, so the next start finds the graph current; a current graph without its terms file gets that.
       if (rebuilt) void this.#enqueue(entry, () => this.#save(entry))
+      else if (!termsRead && entry.refs.size >= this.#termsFileMin) void this.#enqueue(entry, () => this.#saveTermsOnly(entry))
       return entry
+    }
+  }
+
+  /** BM25 and the refs from a terms file (terms-file.ts): the documents as they were analyzed, no text read. */
+  async #restore(entry: Entry, saved: TermsSnapshot, slicer: TimeSlicer, pause: (s: TimeSlicer) => Promise<void>): Promise<void> {
+    // A fresh index hands out ids in order, so the file's ids stand (decodeTerms checked the vocabulary is distinct).
+    for (const term of saved.vocab) entry.bm25.termId(term)
+    let from = 0
+    for (let d = 0; d < saved.labels.length; d++) {
+      const label = saved.labels[d] as number
+      const end = saved.ends[d] as number
+      entry.bm25.addIds(label, saved.codes.subarray(from, end))
+      entry.refs.set(label, saved.refs[d] as DocRef)
+      from = end
+      if (slicer.due()) await pause(slicer)
     }
   }
 
@@ -852,17 +883,48 @@ export class SearchIndex {
   }
 
   /** Runs in the entry's queue (the graph must not change while the thread pool writes it). */
+  /** The entry's documents for its terms file, and about how many bytes the file takes. */
+  #termsOf(entry: Entry): { snapshot: TermsSnapshot; bytes: number } {
+    const { vocab, labels, ends, codes } = entry.bm25.snapshot()
+    const refs: DocRef[] = []
+    for (const label of labels) refs.push(entry.refs.get(label) ?? [])
+    return { snapshot: { vocab, labels, ends, codes, refs }, bytes: codes.length * 4 + labels.length * 32 + vocab.length * 10 }
+  }
+
+  async #saveTermsOnly(entry: Entry): Promise<void> {
+    // Changed since it loaded: the next full save writes both files.
+    if (entry.dirty) return
+    try {
+      const terms = this.#termsOf(entry)
+      if (this.#cacheRoom !== undefined && !(await this.#cacheRoom(terms.bytes))) return
+      await saveTerms(termsFile(entry.file), { version: entry.version, epoch: entry.epoch, count: entry.refs.size }, terms.snapshot)
+    } catch (err) {
+      this.#onSaveError(err, termsFile(entry.file))
+    }
+  }
+
+  #removeFiles(graph: string): void {
+    VectorIndex.remove(graph)
+    removeTerms(termsFile(graph))
+  }
+
   async #save(entry: Entry): Promise<void> {
     // The graph lacks vectors of the version it would claim: saved once they have drained (`#drain` asks again).
     if (entry.fresh.size > 0) return
     entry.dirty = false
     try {
       mkdirSync(this.#dir, { recursive: true })
-      if (entry.vectors === null || entry.refs.size === 0) VectorIndex.remove(entry.file)
-      else if (this.#cacheRoom !== undefined && !(await this.#cacheRoom(entry.vectors.fileBytes()))) {
-        VectorIndex.remove(entry.file)
+      // Taken now, in the entry's queue: the state the graph is saved at (no change runs until this save is done).
+      const terms = entry.refs.size >= this.#termsFileMin ? this.#termsOf(entry) : undefined
+      if (entry.vectors === null || entry.refs.size === 0) this.#removeFiles(entry.file)
+      else if (this.#cacheRoom !== undefined && !(await this.#cacheRoom(entry.vectors.fileBytes() + (terms?.bytes ?? 0)))) {
+        this.#removeFiles(entry.file)
         entry.dirty = true
-      } else await entry.vectors.save(entry.file, { version: entry.version, epoch: entry.epoch })
+      } else {
+        await entry.vectors.save(entry.file, { version: entry.version, epoch: entry.epoch })
+        if (terms === undefined) removeTerms(termsFile(entry.file))
+        else await saveTerms(termsFile(entry.file), { version: entry.version, epoch: entry.epoch, count: entry.refs.size }, terms.snapshot)
+      }
     } catch (err) {
       this.#onSaveError(err, entry.file)
     }
@@ -885,6 +947,8 @@ export class IndexClosedError extends Error {
  * the time.
  */
 const SAVE_COST_FACTOR = 100
+
+const DEFAULT_TERMS_FILE_MIN = 2_000
 
 /** SearchIndexOptions.maxFresh's default: MAX_CHUNKS_PER_FILE's, so an upload of any allowed size answers early. */
 export const DEFAULT_MAX_FRESH = 20_000
