@@ -39,7 +39,7 @@ import { DEFAULT_SLICE_MS, TimeSlicer } from './time-slice.js'
 import { DEFAULT_HNSW, VectorIndex, type HnswParams } from './vector-index.js'
 import { FreshVectors, mergeRankings } from './fresh-vectors.js'
 import { chunkCodes, vocabularyOf, type CodedTerms } from './chunk-terms.js'
-import { loadTerms, removeTerms, saveTerms, termsFile, type TermsSnapshot } from './terms-file.js'
+import { loadTerms, removeTerms, saveTerms, termsFile, type TermsRead, type TermsSnapshot } from './terms-file.js'
 
 export type DocRef = ReadonlyArray<string | number>
 export type SearchMode = 'hybrid' | 'bm25' | 'vector'
@@ -665,9 +665,13 @@ export class SearchIndex {
         try {
           const slicer = new TimeSlicer(this.#sliceMs)
           const saved = meta.count >= this.#termsFileMin ? await loadTerms(termsFile(entry.file), expected) : undefined
-          termsRead = saved !== undefined
-          if (saved !== undefined) await this.#restore(entry, saved, slicer, pause)
-          else
+          termsRead = saved !== undefined && (await this.#restore(entry, saved, slicer, pause))
+          if (!termsRead) {
+            // A file found inconsistent (a term twice in its vocabulary, a code outside it): start over from the text.
+            entry.bm25 = new Bm25Index({ maxDocs: this.#maxDocs })
+            entry.refs.clear()
+          }
+          if (!termsRead)
             for await (const doc of this.#source.documents(namespace)) {
               entry.bm25.add(doc.label, this.#terms(doc.text))
               entry.refs.set(doc.label, doc.ref)
@@ -690,19 +694,28 @@ export class SearchIndex {
     }
   }
 
-  /** BM25 and the refs from a terms file (terms-file.ts): the documents as they were analyzed, no text read. */
-  async #restore(entry: Entry, saved: TermsSnapshot, slicer: TimeSlicer, pause: (s: TimeSlicer) => Promise<void>): Promise<void> {
-    // A fresh index hands out ids in order, so the file's ids stand (decodeTerms checked the vocabulary is distinct).
-    for (const term of saved.vocab) entry.bm25.termId(term)
+  /**
+   * BM25 and the refs from a terms file (terms-file.ts): the documents as they were analyzed, no text read. False,
+   * before any document went in, when the file's vocabulary repeats a term (its ids would not be the index's).
+   */
+  async #restore(entry: Entry, saved: TermsRead, slicer: TimeSlicer, pause: (s: TimeSlicer) => Promise<void>): Promise<boolean> {
+    // A fresh index hands out ids in order: each term must get the next one.
+    for (let i = 0; i < saved.vocab.length; i++) if (entry.bm25.termId(saved.vocab[i] as string) !== i) return false
+    const terms = saved.vocab.length
     let from = 0
     for (let d = 0; d < saved.labels.length; d++) {
       const label = saved.labels[d] as number
       const end = saved.ends[d] as number
-      entry.bm25.addIds(label, saved.codes.subarray(from, end))
-      entry.refs.set(label, saved.refs[d] as DocRef)
+      const ref = saved.ref(d)
+      if (end < from || ref === undefined) return false
+      const seq = saved.codes.subarray(from, end)
+      for (let i = 0; i < seq.length; i++) if ((seq[i] as number) >= terms) return false
+      entry.bm25.addIds(label, seq)
+      entry.refs.set(label, ref)
       from = end
       if (slicer.due()) await pause(slicer)
     }
+    return true
   }
 
   /**

@@ -7,8 +7,11 @@
  * short, unreadable) and the caller reads the store as before.
  *
  * Layout: "RGT1", the header's byte length (uint32 LE), the header (JSON), the vocabulary (terms joined by NUL: terms
- * are letters and digits), the refs (JSON), zero padding to 8 bytes, then labels (float64), each document's end in
- * the codes (uint32) and the codes (uint32), little-endian as the typed arrays are on every platform Node runs on here.
+ * are letters and digits), the refs' distinct strings (JSON), zero padding to 8 bytes, then labels (float64), the
+ * refs' parts (float64), each document's end in the codes (uint32), the codes (uint32), each ref's length (uint8) and
+ * its parts' kinds (uint8), little-endian as the typed arrays are on every platform Node runs on here. The vocabulary
+ * is not checked for repeats here: a fresh index hands out ids in order, and the load stops at the first term that
+ * does not get its own (search-index.ts).
  * Written to a temporary name and renamed into place, so a reader never sees half a file.
  */
 import { readFile, rename, rm, writeFile } from 'node:fs/promises'
@@ -29,7 +32,10 @@ export interface TermsState {
 
 interface Header extends TermsState {
   vocabBytes: number
-  refsBytes: number
+  /** The refs' distinct strings, as JSON (few: a tenant's file ids). */
+  stringsBytes: number
+  /** All refs' elements together. */
+  refParts: number
   codes: number
 }
 
@@ -49,64 +55,152 @@ export function termsFile(graphFile: string): string {
 
 const align8 = (n: number): number => (n + 7) & ~7
 
+/**
+ * Refs as numbers: each ref's length, then each element as a number (a string's is its index in `strings`, told apart
+ * by `kinds`). JSON for 100k refs took longer to parse than the rest of a file together.
+ */
+function encodeRefs(refs: readonly DocRef[]): { lens: Uint8Array; kinds: Uint8Array; values: Float64Array; strings: string[] } {
+  let parts = 0
+  for (const r of refs) parts += r.length
+  const lens = new Uint8Array(refs.length)
+  const kinds = new Uint8Array(parts)
+  const values = new Float64Array(parts)
+  const strings: string[] = []
+  const index = new Map<string, number>()
+  let p = 0
+  for (let i = 0; i < refs.length; i++) {
+    const r = refs[i] as DocRef
+    if (r.length > 255) throw new RangeError('a ref of more than 255 parts')
+    lens[i] = r.length
+    for (const v of r) {
+      if (typeof v === 'number') values[p++] = v
+      else {
+        let at = index.get(v)
+        if (at === undefined) index.set(v, (at = strings.push(v) - 1))
+        kinds[p] = 1
+        values[p++] = at
+      }
+    }
+  }
+  return { lens, kinds, values, strings }
+}
+
+const bytesOf = (a: Float64Array | Uint32Array | Uint8Array): Buffer => Buffer.from(a.buffer, a.byteOffset, a.byteLength)
+
 /** The file's bytes for `snap` in `state`. */
 export function encodeTerms(state: TermsState, snap: TermsSnapshot): Buffer {
   const vocab = Buffer.from(snap.vocab.join('\u0000'))
-  const refs = Buffer.from(JSON.stringify(snap.refs))
+  const refs = encodeRefs(snap.refs)
+  const strings = Buffer.from(JSON.stringify(refs.strings))
   const header = Buffer.from(
-    JSON.stringify({ version: state.version, epoch: state.epoch ?? null, count: state.count, vocabBytes: vocab.length, refsBytes: refs.length, codes: snap.codes.length }),
+    JSON.stringify({
+      version: state.version,
+      epoch: state.epoch ?? null,
+      count: state.count,
+      vocabBytes: vocab.length,
+      stringsBytes: strings.length,
+      refParts: refs.values.length,
+      codes: snap.codes.length,
+    } satisfies Omit<Header, 'epoch'> & { epoch: string | null }),
   )
-  const start = align8(8 + header.length + vocab.length + refs.length)
-  const docs = snap.labels.length
-  const out = Buffer.alloc(start + docs * 8 + docs * 4 + snap.codes.length * 4)
+  // Then the 8-byte arrays first, each typed array at an offset its element size divides.
+  const parts = [
+    bytesOf(snap.labels),
+    bytesOf(refs.values),
+    bytesOf(snap.ends),
+    bytesOf(snap.codes),
+    bytesOf(refs.lens),
+    bytesOf(refs.kinds),
+  ]
+  const start = align8(8 + header.length + vocab.length + strings.length)
+  const out = Buffer.allocUnsafe(start + parts.reduce((n, b) => n + b.length, 0))
   out.write(MAGIC, 0, 'latin1')
   out.writeUInt32LE(header.length, 4)
   let o = 8
   o += header.copy(out, o)
   o += vocab.copy(out, o)
-  refs.copy(out, o)
+  o += strings.copy(out, o)
+  out.fill(0, o, start)
   o = start
-  o += Buffer.from(snap.labels.buffer, snap.labels.byteOffset, docs * 8).copy(out, o)
-  o += Buffer.from(snap.ends.buffer, snap.ends.byteOffset, docs * 4).copy(out, o)
-  Buffer.from(snap.codes.buffer, snap.codes.byteOffset, snap.codes.length * 4).copy(out, o)
+  for (const b of parts) o += b.copy(out, o)
   return out
 }
 
+/**
+ * A file read back: document i's label, codes and (made when asked) ref. What is checked per document (codes within
+ * the vocabulary, a ref's strings present) is left to the load, which walks the documents in slices anyway.
+ */
+export interface TermsRead {
+  vocab: readonly string[]
+  labels: Float64Array
+  ends: Uint32Array
+  codes: Uint32Array
+  /** Document i's ref, or undefined when the file does not hold one. */
+  ref(i: number): DocRef | undefined
+}
+
 /** `bytes` read back, if they are a whole file of `expect`'s state; else undefined. */
-export function decodeTerms(bytes: Buffer, expect: TermsState): TermsSnapshot | undefined {
+export function decodeTerms(bytes: Buffer, expect: TermsState): TermsRead | undefined {
   if (bytes.length < 8 || bytes.toString('latin1', 0, 4) !== MAGIC) return undefined
   const headerBytes = bytes.readUInt32LE(4)
   let header: Header
+  let strings: unknown
   try {
     header = JSON.parse(bytes.toString('utf8', 8, 8 + headerBytes)) as Header
+    if (header.version !== expect.version || (header.epoch ?? undefined) !== expect.epoch || header.count !== expect.count) return undefined
+    strings = JSON.parse(bytes.toString('utf8', 8 + headerBytes + header.vocabBytes, 8 + headerBytes + header.vocabBytes + header.stringsBytes))
   } catch {
     return undefined
   }
-  if (header.version !== expect.version || (header.epoch ?? undefined) !== expect.epoch || header.count !== expect.count) return undefined
+  if (!Array.isArray(strings)) return undefined
   const docs = header.count
-  let o = 8 + headerBytes
-  const vocabText = bytes.toString('utf8', o, o + header.vocabBytes)
-  o += header.vocabBytes
-  const refsText = bytes.toString('utf8', o, o + header.refsBytes)
-  const start = align8(o + header.refsBytes)
-  if (bytes.length !== start + docs * 12 + header.codes * 4) return undefined
-  // Copied out: the file's buffer need not be aligned for the typed arrays, and the copies own their memory.
-  const copy = (from: number, length: number): ArrayBuffer => bytes.buffer.slice(bytes.byteOffset + from, bytes.byteOffset + from + length) as ArrayBuffer
-  const labels = new Float64Array(copy(start, docs * 8))
-  const ends = new Uint32Array(copy(start + docs * 8, docs * 4))
-  const codes = new Uint32Array(copy(start + docs * 12, header.codes * 4))
-  let refs: DocRef[]
-  try {
-    refs = JSON.parse(refsText) as DocRef[]
-  } catch {
-    return undefined
+  const vocabAt = 8 + headerBytes
+  const start = align8(vocabAt + header.vocabBytes + header.stringsBytes)
+  if (bytes.length !== start + docs * 12 + header.refParts * 8 + header.codes * 4 + docs + header.refParts) return undefined
+  // Views on the file's own memory when it is 8-byte aligned (readFile's buffer of a file this size is), else copies.
+  const aligned = bytes.byteOffset % 8 === 0
+  let o = start
+  const take = (length: number): ArrayBuffer | [ArrayBuffer, number] => {
+    const at = bytes.byteOffset + o
+    o += length
+    return aligned ? [bytes.buffer as ArrayBuffer, at] : (bytes.buffer.slice(at, at + length) as ArrayBuffer)
   }
+  const view = <T>(make: (b: ArrayBuffer, at: number, n: number) => T, n: number, size: number): T => {
+    const b = take(n * size)
+    return Array.isArray(b) ? make(b[0], b[1], n) : make(b, 0, n)
+  }
+  const labels = view((b, at, n) => new Float64Array(b, at, n), docs, 8)
+  const values = view((b, at, n) => new Float64Array(b, at, n), header.refParts, 8)
+  const ends = view((b, at, n) => new Uint32Array(b, at, n), docs, 4)
+  const codes = view((b, at, n) => new Uint32Array(b, at, n), header.codes, 4)
+  const lens = view((b, at, n) => new Uint8Array(b, at, n), docs, 1)
+  const kinds = view((b, at, n) => new Uint8Array(b, at, n), header.refParts, 1)
+  const vocabText = bytes.toString('utf8', vocabAt, vocabAt + header.vocabBytes)
   const vocab = vocabText === '' ? [] : vocabText.split('\u0000')
-  // Distinct, or the ids a fresh index hands out in order would not be the file's.
-  if (new Set(vocab).size !== vocab.length) return undefined
-  if (refs.length !== docs || (docs > 0 && ends[docs - 1] !== codes.length)) return undefined
-  for (let i = 0; i < codes.length; i++) if ((codes[i] as number) >= vocab.length) return undefined
-  return { vocab, labels, refs, ends, codes }
+  if (docs > 0 && ends[docs - 1] !== codes.length) return undefined
+  let parts = 0
+  for (let i = 0; i < docs; i++) parts += lens[i] as number
+  if (parts !== header.refParts) return undefined
+  // Where each document's ref starts in `values`: refs are made one at a time as the load reaches them (`ref`).
+  const refStart = new Uint32Array(docs)
+  for (let i = 1; i < docs; i++) refStart[i] = (refStart[i - 1] as number) + (lens[i - 1] as number)
+  const names = strings
+  return {
+    vocab,
+    labels,
+    ends,
+    codes,
+    ref: (i) => {
+      const r: Array<string | number> = new Array<string | number>(lens[i] as number)
+      for (let j = 0, p = refStart[i] as number; j < r.length; j++, p++) {
+        const v = values[p] as number
+        if (kinds[p] === 0) r[j] = v
+        else if (typeof names[v] === 'string') r[j] = names[v] as string
+        else return undefined
+      }
+      return r
+    },
+  }
 }
 
 /** Write `snap` atomically (a temporary name per process, then rename). */
@@ -121,7 +215,7 @@ export async function saveTerms(file: string, state: TermsState, snap: TermsSnap
 }
 
 /** The file's documents if it holds `expect`'s state; undefined when missing, stale or unreadable. */
-export async function loadTerms(file: string, expect: TermsState): Promise<TermsSnapshot | undefined> {
+export async function loadTerms(file: string, expect: TermsState): Promise<TermsRead | undefined> {
   let bytes: Buffer
   try {
     bytes = await readFile(file)
