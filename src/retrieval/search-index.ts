@@ -700,7 +700,10 @@ export class SearchIndex {
    */
   async #restore(entry: Entry, saved: TermsRead, slicer: TimeSlicer, pause: (s: TimeSlicer) => Promise<void>): Promise<boolean> {
     // A fresh index hands out ids in order: each term must get the next one.
-    for (let i = 0; i < saved.vocab.length; i++) if (entry.bm25.termId(saved.vocab[i] as string) !== i) return false
+    for (let i = 0; i < saved.vocab.length; i++) {
+      if (entry.bm25.termId(saved.vocab[i] as string) !== i) return false
+      if ((i & 1023) === 1023 && slicer.due()) await pause(slicer)
+    }
     const terms = saved.vocab.length
     let from = 0
     for (let d = 0; d < saved.labels.length; d++) {
