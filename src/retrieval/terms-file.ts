@@ -14,7 +14,7 @@
  * does not get its own (search-index.ts).
  * Written to a temporary name and renamed into place, so a reader never sees half a file.
  */
-import { readFile, rename, rm, writeFile } from 'node:fs/promises'
+import { open, readFile, rename, rm } from 'node:fs/promises'
 import { rmSync } from 'node:fs'
 
 /** A document's reference (search-index.ts DocRef). */
@@ -87,8 +87,8 @@ function encodeRefs(refs: readonly DocRef[]): { lens: Uint8Array; kinds: Uint8Ar
 
 const bytesOf = (a: Float64Array | Uint32Array | Uint8Array): Buffer => Buffer.from(a.buffer, a.byteOffset, a.byteLength)
 
-/** The file's bytes for `snap` in `state`. */
-export function encodeTerms(state: TermsState, snap: TermsSnapshot): Buffer {
+/** The file's bytes for `snap` in `state`, in pieces (written with one writev: the arrays are not copied again). */
+export function encodeTermsParts(state: TermsState, snap: TermsSnapshot): Buffer[] {
   const vocab = Buffer.from(snap.vocab.join('\u0000'))
   const refs = encodeRefs(snap.refs)
   const strings = Buffer.from(JSON.stringify(refs.strings))
@@ -103,8 +103,17 @@ export function encodeTerms(state: TermsState, snap: TermsSnapshot): Buffer {
       codes: snap.codes.length,
     } satisfies Omit<Header, 'epoch'> & { epoch: string | null }),
   )
+  const head = Buffer.alloc(8)
+  head.write(MAGIC, 0, 'latin1')
+  head.writeUInt32LE(header.length, 4)
+  const text = 8 + header.length + vocab.length + strings.length
   // Then the 8-byte arrays first, each typed array at an offset its element size divides.
-  const parts = [
+  return [
+    head,
+    header,
+    vocab,
+    strings,
+    Buffer.alloc(align8(text) - text),
     bytesOf(snap.labels),
     bytesOf(refs.values),
     bytesOf(snap.ends),
@@ -112,18 +121,11 @@ export function encodeTerms(state: TermsState, snap: TermsSnapshot): Buffer {
     bytesOf(refs.lens),
     bytesOf(refs.kinds),
   ]
-  const start = align8(8 + header.length + vocab.length + strings.length)
-  const out = Buffer.allocUnsafe(start + parts.reduce((n, b) => n + b.length, 0))
-  out.write(MAGIC, 0, 'latin1')
-  out.writeUInt32LE(header.length, 4)
-  let o = 8
-  o += header.copy(out, o)
-  o += vocab.copy(out, o)
-  o += strings.copy(out, o)
-  out.fill(0, o, start)
-  o = start
-  for (const b of parts) o += b.copy(out, o)
-  return out
+}
+
+/** The file's bytes for `snap` in `state`. */
+export function encodeTerms(state: TermsState, snap: TermsSnapshot): Buffer {
+  return Buffer.concat(encodeTermsParts(state, snap))
 }
 
 /**
@@ -207,7 +209,25 @@ export function decodeTerms(bytes: Buffer, expect: TermsState): TermsRead | unde
 export async function saveTerms(file: string, state: TermsState, snap: TermsSnapshot): Promise<void> {
   const tmp = `${file}.${process.pid}.tmp`
   try {
-    await writeFile(tmp, encodeTerms(state, snap))
+    const out = await open(tmp, 'w')
+    try {
+      // writev may write less than asked: the rest goes in further calls.
+      let parts = encodeTermsParts(state, snap).filter((b) => b.length > 0)
+      while (parts.length > 0) {
+        let { bytesWritten } = await out.writev(parts)
+        const rest: Buffer[] = []
+        for (const b of parts) {
+          if (bytesWritten >= b.length) bytesWritten -= b.length
+          else {
+            rest.push(b.subarray(bytesWritten))
+            bytesWritten = 0
+          }
+        }
+        parts = rest
+      }
+    } finally {
+      await out.close()
+    }
     await rename(tmp, file)
   } finally {
     await rm(tmp, { force: true })
