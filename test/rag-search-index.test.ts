@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { LocalEmbedder } from '../src/retrieval/embedder.js'
-import { analyze } from '../src/retrieval/analyzer.js'
+import { ANALYZER_ID, analyze } from '../src/retrieval/analyzer.js'
 import { codeTerms } from '../src/retrieval/chunk-terms.js'
 import { SearchIndex, type IndexSource, type NamespaceMeta } from '../src/retrieval/search-index.js'
 import { VectorIndex } from '../src/retrieval/vector-index.js'
@@ -441,7 +441,7 @@ t.test('a large namespace keeps its analyzed terms beside its graph: the next lo
   const { encodeTerms } = await import('../src/retrieval/terms-file.js')
   const termsPath = join(dir, readdirSync(dir).find((f) => f.endsWith('.hnsw.terms')) as string)
   const meta = source.meta('s') as NamespaceMeta
-  writeFileSync(termsPath, encodeTerms({ version: meta.version, epoch: meta.epoch, count: meta.count }, {
+  writeFileSync(termsPath, encodeTerms({ version: meta.version, epoch: meta.epoch, count: meta.count, analyzer: `${ANALYZER_ID}+fold` }, {
     vocab: ['lighthouse', 'lighthouse'], labels: new Float64Array(meta.count).map((_, i) => i), refs: Array.from({ length: meta.count }, () => ['bogus', 0]),
     ends: new Uint32Array(meta.count), codes: new Uint32Array(0),
   }))
@@ -452,7 +452,7 @@ t.test('a large namespace keeps its analyzed terms beside its graph: the next lo
 
   // One whose codes point past its vocabulary: the same.
   await sixth.close()
-  writeFileSync(termsPath, encodeTerms({ version: meta.version, epoch: meta.epoch, count: meta.count }, {
+  writeFileSync(termsPath, encodeTerms({ version: meta.version, epoch: meta.epoch, count: meta.count, analyzer: `${ANALYZER_ID}+fold` }, {
     vocab: ['lighthouse'], labels: new Float64Array(meta.count).map((_, i) => i), refs: Array.from({ length: meta.count }, () => ['bogus', 0]),
     ends: new Uint32Array(meta.count).fill(1), codes: new Uint32Array([7]),
   }))
@@ -460,12 +460,26 @@ t.test('a large namespace keeps its analyzed terms beside its graph: the next lo
   t.teardown(() => seventh.close())
   t.same((await seventh.search('s', 'lighthouse keeper late', 3))[0]?.ref, ['msg', 120], 'ranked from the source')
   t.equal(source.reads, readsNow + 2)
+
+  // A sound file (the seventh load wrote one) of terms another analysis made (folded): a load that does not fold
+  // reads the text.
+  await seventh.idle()
+  await seventh.close()
+  const unfolded = new SearchIndex({ dir, source, embedder, saveDelay: 60_000, termsFileMin: 50 })
+  t.teardown(() => unfolded.close())
+  await unfolded.load('s')
+  t.equal(source.reads, readsNow + 3)
+  const folded = open()
+  t.teardown(() => folded.close())
+  await unfolded.close()
+  await folded.load('s')
+  t.equal(source.reads, readsNow + 4, 'and each rewrites it for its own')
 })
 
 t.test('a terms file is used only whole and for the state it names', async (t) => {
   const { decodeTerms, encodeTerms } = await import('../src/retrieval/terms-file.js')
   const snap = { vocab: ['ferry', 'crew', 'pier'], labels: new Float64Array([0, 2]), refs: [['f', 0], ['f', 2, 'g', -1.5]], ends: new Uint32Array([2, 5]), codes: new Uint32Array([0, 1, 2, 2, 1]) }
-  const state = { version: 4, epoch: 'e1', count: 2 }
+  const state = { version: 4, epoch: 'e1', count: 2, analyzer: 'analyzer-x' }
   const bytes = encodeTerms(state, snap)
   const back = decodeTerms(bytes, state)
   t.same(back && { vocab: back.vocab, labels: back.labels, ends: back.ends, codes: back.codes, refs: [back.ref(0), back.ref(1)] }, snap, 'read back as written')
@@ -476,6 +490,7 @@ t.test('a terms file is used only whole and for the state it names', async (t) =
   t.equal(decodeTerms(bytes, { ...state, version: 5 }), undefined, 'another version')
   t.equal(decodeTerms(bytes, { ...state, epoch: 'e2' }), undefined, 'another epoch')
   t.equal(decodeTerms(bytes, { ...state, count: 3 }), undefined, 'another count')
+  t.equal(decodeTerms(bytes, { ...state, analyzer: 'analyzer-y' }), undefined, 'terms another analysis made')
   t.equal(decodeTerms(bytes.subarray(0, bytes.length - 4), state), undefined, 'cut short')
   t.equal(decodeTerms(Buffer.from('nonsense'), state), undefined, 'not a terms file')
 })

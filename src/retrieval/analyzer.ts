@@ -10,6 +10,12 @@
 
 import { RangeCache } from '../context/range-cache.js'
 
+/**
+ * Names what `analyze`, `stem` and `foldTerms` return: change it with any change to them. Terms kept between starts
+ * (terms-file.ts) were made by the analysis this names, and one made by another is not used.
+ */
+export const ANALYZER_ID = 'analyzer-1'
+
 /** Words too frequent to tell passages apart. Question words are included: they never occur in the answer text. */
 const STOPWORDS = new Set(
   (

@@ -31,7 +31,7 @@ import { join } from 'node:path'
 import { LRUCache } from 'lru-cache'
 import { gatewayError } from '../errors.js'
 import type { Ms } from '../types.js'
-import { analyze, foldTerms } from './analyzer.js'
+import { ANALYZER_ID, analyze, foldTerms } from './analyzer.js'
 import { Bm25Index, type ScoredLabel } from './bm25.js'
 import type { Cancel, Embedder } from './embedder.js'
 import { DEFAULT_RRF_K, reciprocalRankFusion } from './fusion.js'
@@ -193,7 +193,8 @@ export interface SearchIndexOptions {
   termsFileMin?: number
   /**
    * BM25 (ranking and relevance) matches terms with accents folded and a final e dropped (analyzer.ts `foldTerm`);
-   * the vectors are untouched. Default false. Nothing stored changes: BM25 is rebuilt from the text at every load.
+   * the vectors are untouched. Default false. Nothing in the store changes: BM25 is rebuilt from the text at a load
+   * (a terms file made with the other setting is not used).
    */
   foldTerms?: boolean
   /**
@@ -250,6 +251,8 @@ export class SearchIndex {
   readonly #termsFileMin: number
   /** The terms BM25 indexes and searches, from `analyze`'s (foldTerms, or as they are). */
   readonly #lexical: (terms: readonly string[]) => readonly string[]
+  /** Which analysis made those terms: a terms file made by another is not used. */
+  readonly #analyzerId: string
   readonly #phraseWeight: number
   readonly #loaded: LRUCache<string, Entry>
   readonly #onSaveError: (err: unknown, file: string) => void
@@ -279,6 +282,7 @@ export class SearchIndex {
     this.#graphWorkerMin = opts.graphWorkerMin ?? 5000
     this.#termsFileMin = opts.termsFileMin ?? DEFAULT_TERMS_FILE_MIN
     this.#lexical = opts.foldTerms === true ? foldTerms : (terms) => terms
+    this.#analyzerId = `${ANALYZER_ID}${opts.foldTerms === true ? '+fold' : ''}`
     this.#phraseWeight = opts.phraseWeight ?? 0
     this.#onSaveError =
       opts.onSaveError ?? ((err, file) => process.emitWarning(`recallgate: could not save ${file}: ${String(err)}`, 'IndexSaveWarning'))
@@ -664,9 +668,9 @@ export class SearchIndex {
         const offThread = rebuilt && meta.count >= this.#graphWorkerMin ? this.#buildVectorsOffThread(namespace, entry, meta, pause, stop.signal) : undefined
         try {
           const slicer = new TimeSlicer(this.#sliceMs)
-          const saved = meta.count >= this.#termsFileMin ? await loadTerms(termsFile(entry.file), expected) : undefined
+          const saved = meta.count >= this.#termsFileMin ? await loadTerms(termsFile(entry.file), { ...expected, analyzer: this.#analyzerId }) : undefined
           termsRead = saved !== undefined && (await this.#restore(entry, saved, slicer, pause))
-          if (!termsRead) {
+          if (saved !== undefined && !termsRead) {
             // A file found inconsistent (a term twice in its vocabulary, a code outside it): start over from the text.
             entry.bm25 = new Bm25Index({ maxDocs: this.#maxDocs })
             entry.refs.clear()
@@ -695,8 +699,9 @@ export class SearchIndex {
   }
 
   /**
-   * BM25 and the refs from a terms file (terms-file.ts): the documents as they were analyzed, no text read. False,
-   * before any document went in, when the file's vocabulary repeats a term (its ids would not be the index's).
+   * BM25 and the refs from a terms file (terms-file.ts): the documents as they were analyzed, no text read. False when
+   * the file is found inconsistent on the way (a term twice in its vocabulary, so its ids are not the index's; a code
+   * outside it; a ref it lacks): the caller starts over from the store.
    */
   async #restore(entry: Entry, saved: TermsRead, slicer: TimeSlicer, pause: (s: TimeSlicer) => Promise<void>): Promise<boolean> {
     // A fresh index hands out ids in order: each term must get the next one.
@@ -898,7 +903,6 @@ export class SearchIndex {
     }, wait).unref()
   }
 
-  /** Runs in the entry's queue (the graph must not change while the thread pool writes it). */
   /** The entry's documents for its terms file, and about how many bytes the file takes. */
   #termsOf(entry: Entry): { snapshot: TermsSnapshot; bytes: number } {
     const { vocab, labels, ends, codes } = entry.bm25.snapshot()
@@ -913,7 +917,7 @@ export class SearchIndex {
     try {
       const terms = this.#termsOf(entry)
       if (this.#cacheRoom !== undefined && !(await this.#cacheRoom(terms.bytes))) return
-      await saveTerms(termsFile(entry.file), { version: entry.version, epoch: entry.epoch, count: entry.refs.size }, terms.snapshot)
+      await saveTerms(termsFile(entry.file), { version: entry.version, epoch: entry.epoch, count: entry.refs.size, analyzer: this.#analyzerId }, terms.snapshot)
     } catch (err) {
       this.#onSaveError(err, termsFile(entry.file))
     }
@@ -924,6 +928,7 @@ export class SearchIndex {
     removeTerms(termsFile(graph))
   }
 
+  /** Runs in the entry's queue (the graph must not change while the thread pool writes it). */
   async #save(entry: Entry): Promise<void> {
     // The graph lacks vectors of the version it would claim: saved once they have drained (`#drain` asks again).
     if (entry.fresh.size > 0) return
@@ -939,7 +944,7 @@ export class SearchIndex {
       } else {
         await entry.vectors.save(entry.file, { version: entry.version, epoch: entry.epoch })
         if (terms === undefined) removeTerms(termsFile(entry.file))
-        else await saveTerms(termsFile(entry.file), { version: entry.version, epoch: entry.epoch, count: entry.refs.size }, terms.snapshot)
+        else await saveTerms(termsFile(entry.file), { version: entry.version, epoch: entry.epoch, count: entry.refs.size, analyzer: this.#analyzerId }, terms.snapshot)
       }
     } catch (err) {
       this.#onSaveError(err, entry.file)

@@ -3,8 +3,9 @@
  * analyzed terms (ids into the file's vocabulary). Like the graph it is a cache of the store: loading a namespace
  * reads it instead of reading every chunk's text from the store and analyzing it again, which was ≈ 80 % of a load
  * (a 100k-chunk tenant: 6.5 of 8.1 s of CPU, 4.4 s of it the analyzer; docs/benchmarks.md). It is used only when its
- * header names the namespace state being loaded (version, epoch, live documents); anything else (missing, stale,
- * short, unreadable) and the caller reads the store as before.
+ * header names the namespace state being loaded (version, epoch, live documents) and the analysis in use (an upgrade
+ * that analyzes differently does not read terms made the old way); anything else (missing, stale, short, unreadable)
+ * and the caller reads the store as before.
  *
  * Layout: "RGT1", the header's byte length (uint32 LE), the header (JSON), the vocabulary (terms joined by NUL: terms
  * are letters and digits), the refs' distinct strings (JSON), zero padding to 8 bytes, then labels (float64), the
@@ -28,6 +29,8 @@ export interface TermsState {
   epoch: string | undefined
   /** Live documents. */
   count: number
+  /** The analysis that made the terms (analyzer.ts ANALYZER_ID, and whether they are folded). */
+  analyzer: string
 }
 
 interface Header extends TermsState {
@@ -97,6 +100,7 @@ export function encodeTermsParts(state: TermsState, snap: TermsSnapshot): Buffer
       version: state.version,
       epoch: state.epoch ?? null,
       count: state.count,
+      analyzer: state.analyzer,
       vocabBytes: vocab.length,
       stringsBytes: strings.length,
       refParts: refs.values.length,
@@ -149,7 +153,13 @@ export function decodeTerms(bytes: Buffer, expect: TermsState): TermsRead | unde
   let strings: unknown
   try {
     header = JSON.parse(bytes.toString('utf8', 8, 8 + headerBytes)) as Header
-    if (header.version !== expect.version || (header.epoch ?? undefined) !== expect.epoch || header.count !== expect.count) return undefined
+    if (
+      header.version !== expect.version ||
+      (header.epoch ?? undefined) !== expect.epoch ||
+      header.count !== expect.count ||
+      header.analyzer !== expect.analyzer
+    )
+      return undefined
     strings = JSON.parse(bytes.toString('utf8', 8 + headerBytes + header.vocabBytes, 8 + headerBytes + header.vocabBytes + header.stringsBytes))
   } catch {
     return undefined
