@@ -1,4 +1,5 @@
 import busboy from 'busboy'
+import { createHash } from 'node:crypto'
 import { once } from 'node:events'
 import { mkdir, readFile, readdir, writeFile } from 'node:fs/promises'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
@@ -34,7 +35,7 @@ async function fakeGateway(t: Test, decide: (u: Upload, n: number) => Reply = ()
     const custom = routes[`${req.method} ${req.url}`]
     if (custom) return custom(req, res)
     // Nothing stored yet: the command lists the files first, to skip unchanged ones (test/cli-ingest-again.e2e.test.ts).
-    if (req.method === 'GET' && req.url === '/api/v1/files') return send({ status: 200, body: { object: 'list', data: [] } })
+    if (req.method === 'GET' && req.url?.split('?')[0] === '/api/v1/files') return send({ status: 200, body: { object: 'list', data: [] } })
     if (req.method !== 'POST' || req.url !== '/api/v1/files') return send({ status: 404, body: { error: { message: 'nope' } } })
     inFlight++
     maxInFlight = Math.max(maxInFlight, inFlight)
@@ -126,6 +127,22 @@ t.test('uploads a folder: supported files go up, others are skipped, a 415 is re
   t.match(out, /^Skipped \(unsupported extension\):\n {2}docs\/c\.xyz$/m)
   t.notOk(out.includes('\x1b'), 'no terminal control codes when stdout is not a TTY')
   t.equal(cli.err(), '')
+})
+
+t.test('files already stored are found over every page of the listing, and left alone', async (t) => {
+  const gw = await fakeGateway(t)
+  const root = await folder(t, { 'a.md': 'alpha text', 'b.md': 'beta text', 'c.md': 'gamma text' })
+  const sha = (text: string): string => createHash('sha256').update(text).digest('hex')
+  const page = (body: unknown) => (_req: IncomingMessage, res: ServerResponse) => {
+    res.writeHead(200, { 'content-type': 'application/json' })
+    res.end(JSON.stringify(body))
+  }
+  gw.routes['GET /api/v1/files?order=asc'] = page({ object: 'list', data: [{ id: 'file-1', metadata: { path: 'docs/a.md', sha256: sha('alpha text') } }], first_id: 'file-1', last_id: 'file-1', has_more: true })
+  gw.routes['GET /api/v1/files?order=asc&after=file-1'] = page({ object: 'list', data: [{ id: 'file-2', metadata: { path: 'docs/b.md', sha256: sha('beta text') } }], first_id: 'file-2', last_id: 'file-2', has_more: false })
+  const cli = io({ RECALLGATE_URL: gw.url, RECALLGATE_KEY: KEY })
+  t.equal(await ingest(['--root', t.testdirName, root], cli), 0)
+  t.same(gw.uploads.map((u) => u.filename), ['c.md'], 'the files of both pages were not sent again')
+  t.match(cli.out(), /; 2 unchanged; 0 failed; 0 skipped\.$/m)
 })
 
 t.test('flags override the environment; concurrency is respected; hidden entries are left out', async (t) => {

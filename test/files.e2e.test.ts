@@ -133,6 +133,28 @@ for (const engine of testableEngines(t, 'the files API')) {
     t.equal(hits.data[0]?.filename, 'r.txt')
   })
 
+  t.test(`${engine.name}: files.list pages as OpenAI's: newest first, limit, after, has_more, order; the SDK follows the pages`, async (t) => {
+    const h = await start(t)
+    const ids: string[] = []
+    for (const name of ['one.txt', 'two.txt', 'three.txt']) {
+      ids.push(((await (await uploadMultipart(h, name, `The ${name} file.`, 'text/plain')).json()) as FileObj).id)
+      // created_at is in seconds: a second apart, so newest first is one order (ties are ordered by id).
+      if (name !== 'three.txt') await new Promise((r) => setTimeout(r, 1_050))
+    }
+    const client = h.client()
+    const first = await client.files.list({ limit: 2 })
+    t.same(first.data.map((f) => f.id), [ids[2], ids[1]], 'newest first, two of them')
+    t.equal(first.has_more, true)
+    t.same((await client.files.list({ limit: 2, after: ids[1] })).data.map((f) => f.id), [ids[0]])
+    const all: string[] = []
+    for await (const f of client.files.list({ limit: 1 })) all.push(f.id)
+    t.same(all, [ids[2], ids[1], ids[0]], "the SDK's auto-pagination gets every file once")
+    t.same((await client.files.list({ order: 'asc' })).data.map((f) => f.id), ids, 'oldest first when asked')
+    t.same((await client.files.list({ purpose: 'assistants' })).data.length, 3, 'purpose accepted')
+    t.match(await client.files.list({ limit: 0 }).catch((e: unknown) => e), { status: 400, param: 'limit' })
+    t.match(await client.files.list({ after: 'file-nope' }).catch((e: unknown) => e), { status: 400, param: 'after' })
+  })
+
   t.test(`${engine.name}: READY_AFTER_WARMUP=1: /readyz says warming until the start's preload of the indexes is done`, async (t) => {
     const h = await start(t)
     // Thousands of chunks, and no graph file to load: the start rebuilds the graph from the stored vectors (seconds).

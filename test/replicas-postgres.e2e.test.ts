@@ -119,7 +119,7 @@ if (baseUrl === undefined) {
       t.same(sources.map((s) => s.file_id), [keeper], "and packs it into a chat's prompt")
       const tides = await upload(b.url, 'tides.txt', 'Spring tides at Skerryvore reach five metres.')
       t.ok((await search(a.url, 'spring tides Skerryvore')).includes(tides), 'and A finds what B uploaded')
-      t.same((await api(a.url, '/api/v1/files')).body.data.map((f: { id: string }) => f.id), [keeper, tides])
+      t.same((await api(a.url, '/api/v1/files?order=asc')).body.data.map((f: { id: string }) => f.id), [keeper, tides])
       t.equal((await api(b.url, `/api/v1/files/${keeper}`, { method: 'DELETE' })).status, 200)
       for (const [name, gw] of [['A', a], ['B', b], ['C', c], ['A', a]] as const) {
         t.notOk((await search(gw.url, 'lighthouse keeper MORWENNA')).includes(keeper), `deleted through B: never returned by ${name}`)

@@ -15,22 +15,30 @@ export type Existing = Map<string, Array<{ id: string; sha256: string | undefine
 /** The key was refused (401): every upload would be too, so the run stops before the first (as a 401 upload does). */
 export class KeyRefused extends Error {}
 
-/** Lists the tenant's files (GET /api/v1/files). Throws with a reason the run reports; `KeyRefused` on a 401. */
+/**
+ * Lists the tenant's files (GET /api/v1/files, page after page while `has_more`). Throws with a reason the run
+ * reports; `KeyRefused` on a 401.
+ */
 export async function listExisting(url: string, key: string, agent: Agent): Promise<Existing> {
-  const res = await fetch(`${url}/api/v1/files`, { headers: { serviceKey: key }, dispatcher: agent })
-  const text = await res.text()
-  if (res.status === 401) throw new KeyRefused(errorReason(res.status, text))
-  if (!res.ok) throw new Error(errorReason(res.status, text))
-  const body = JSON.parse(text) as { data?: Array<{ id?: unknown; metadata?: unknown }> }
   const out: Existing = new Map()
-  for (const f of body.data ?? []) {
-    const m = f.metadata as { path?: unknown; sha256?: unknown } | null | undefined
-    if (typeof f.id !== 'string' || typeof m?.path !== 'string') continue
-    const list = out.get(m.path) ?? []
-    list.push({ id: f.id, sha256: typeof m.sha256 === 'string' ? m.sha256 : undefined })
-    out.set(m.path, list)
+  for (let after: string | undefined; ; ) {
+    const page = `${url}/api/v1/files?order=asc${after === undefined ? '' : `&after=${encodeURIComponent(after)}`}`
+    const res = await fetch(page, { headers: { serviceKey: key }, dispatcher: agent })
+    const text = await res.text()
+    if (res.status === 401) throw new KeyRefused(errorReason(res.status, text))
+    if (!res.ok) throw new Error(errorReason(res.status, text))
+    const body = JSON.parse(text) as { data?: Array<{ id?: unknown; metadata?: unknown }>; has_more?: unknown; last_id?: unknown }
+    for (const f of body.data ?? []) {
+      const m = f.metadata as { path?: unknown; sha256?: unknown } | null | undefined
+      if (typeof f.id !== 'string' || typeof m?.path !== 'string') continue
+      const list = out.get(m.path) ?? []
+      list.push({ id: f.id, sha256: typeof m.sha256 === 'string' ? m.sha256 : undefined })
+      out.set(m.path, list)
+    }
+    // A gateway from before pages (no `has_more`) sent every file at once.
+    if (body.has_more !== true || typeof body.last_id !== 'string') return out
+    after = body.last_id
   }
-  return out
 }
 
 /** The file's SHA-256, hex, read as a stream (memory stays flat for large PDFs). */

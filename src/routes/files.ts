@@ -16,6 +16,7 @@ import type { Handler, RequestContext } from '../http/server.js'
 import type { KnowledgeBase } from '../knowledge/knowledge-base.js'
 import type { Quotas } from '../quotas/quotas.js'
 import type { Bytes, Tenant } from '../types.js'
+import { listPage } from './list-page.js'
 
 export interface UploadedFile {
   filename: string
@@ -26,6 +27,9 @@ export interface UploadedFile {
 
 /** Longer than any id we issue (`file-` + 24 hex digits), and short enough never to overflow an LMDB key. */
 const MAX_FILE_ID_LENGTH = 128
+
+/** OpenAI's bounds on a page of `files.list`. */
+const FILE_PAGES = { defaultLimit: 10_000, maxLimit: 10_000 }
 
 function fileId(ctx: RequestContext): string {
   const id = ctx.params.id ?? ''
@@ -175,8 +179,13 @@ export function fileRoutes(
     }
   }
 
+  /**
+   * OpenAI's `files.list`: newest first unless `order=asc`, pages of `limit` (default and most 10,000) after the file
+   * `after` names, with `has_more` (the SDK's auto-pagination follows it). `purpose` is accepted and ignored: every
+   * file here is one kind.
+   */
   const list: Handler = async (ctx) => {
-    sendJson(ctx.res, 200, { object: 'list', data: await kb.list(tenantOf(ctx).id) })
+    sendJson(ctx.res, 200, listPage(await kb.list(tenantOf(ctx).id), ctx.query, (f) => f.id, FILE_PAGES))
   }
 
   const get: Handler = async (ctx) => {

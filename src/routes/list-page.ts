@@ -1,17 +1,24 @@
 /**
- * OpenAI's cursor lists (`input_items`, conversation items): `order` asc|desc (default desc), `limit` 1–100 (default
- * 20), `after` = the id of the last item of the previous page; `{object: "list", data, first_id, last_id, has_more}`.
+ * OpenAI's cursor lists (`input_items`, conversation items, files): `order` asc|desc (default desc), `limit` (1–100,
+ * default 20, unless the list's own bounds say otherwise: files take 1–10,000, default 10,000, as OpenAI's do),
+ * `after` = the id of the last item of the previous page; `{object: "list", data, first_id, last_id, has_more}`.
+ * `items` come oldest first.
  */
 import { invalidParam } from '../errors.js'
 
-export function listPage<T>(items: readonly T[], query: URLSearchParams, idOf: (item: T) => string): Record<string, unknown> {
+export function listPage<T>(
+  items: readonly T[],
+  query: URLSearchParams,
+  idOf: (item: T) => string,
+  bounds: { defaultLimit: number; maxLimit: number } = { defaultLimit: 20, maxLimit: 100 },
+): Record<string, unknown> {
   const order = query.get('order') ?? 'desc'
   if (order !== 'asc' && order !== 'desc') throw invalidParam('order', "order must be 'asc' or 'desc'")
   const rawLimit = query.get('limit')
-  let limit = 20
+  let limit = bounds.defaultLimit
   if (rawLimit !== null) {
-    if (!/^\d+$/.test(rawLimit) || Number(rawLimit) < 1 || Number(rawLimit) > 100) {
-      throw invalidParam('limit', 'limit must be a whole number from 1 to 100')
+    if (!/^\d+$/.test(rawLimit) || Number(rawLimit) < 1 || Number(rawLimit) > bounds.maxLimit) {
+      throw invalidParam('limit', `limit must be a whole number from 1 to ${bounds.maxLimit}`)
     }
     limit = Number(rawLimit)
   }

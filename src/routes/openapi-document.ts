@@ -340,7 +340,17 @@ export function openApiDocument(): Schema {
           requestBody: { required: true, content: { 'multipart/form-data': { schema: { type: 'object', properties: { file: { type: 'string', format: 'binary' }, metadata: { type: 'string' } } } }, 'application/json': { schema: { type: 'object', required: ['filename', 'content'], properties: { filename: { type: 'string' }, content: { type: 'string' }, metadata: { type: 'object' } } } } } },
           responses: { '201': json(ref('File'), 'stored'), ...errors(400, 401, 403, 413, 415, 422, 507) },
         }),
-        get: op({ summary: 'your files', security: tenantOnly, responses: { '200': json(list(ref('File')), 'files'), ...errors(401) } }),
+        get: op({
+          summary: 'your files, newest first, in pages as OpenAI lists them (limit 1–10,000, default 10,000)',
+          security: tenantOnly,
+          parameters: [
+            queryParam('order', { enum: ['asc', 'desc'] }, 'order by creation, default desc'),
+            queryParam('limit', { type: 'integer', minimum: 1, maximum: 10000 }, 'page size'),
+            queryParam('after', { type: 'string' }, 'cursor: the last file id of the previous page'),
+            queryParam('purpose', { type: 'string' }, 'accepted and ignored: every file here is one kind'),
+          ],
+          responses: { '200': json(list(ref('File')), 'files'), ...errors(400, 401) },
+        }),
       },
       '/api/v1/files/search': {
         post: op({ summary: 'search your knowledge base', security: tenantOnly, requestBody: { required: true, content: { 'application/json': { schema: { type: 'object', required: ['query'], properties: { query: { type: 'string' }, k: { type: 'integer', minimum: 1, maximum: 100 } } } } } }, responses: { '200': json(list(ref('SearchResult')), 'results'), ...errors(400, 401) } }),
