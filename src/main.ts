@@ -67,7 +67,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
   try {
     const stores = await openGatewayStores({ config, clock, now, logger, metrics, closers, onBootstrapKey: opts.onBootstrapKey })
     const limits = await openLimits({ config, keys: stores.stores.keys, clock, logger, metrics, closers })
-    const upstream = openUpstream({ config, clock, closers })
+    const upstream = openUpstream({ config, clock, closers, metrics })
     const indexes = openIndexes({
       config,
       stores: stores.stores,

@@ -27,6 +27,8 @@ export interface Metrics {
   rateLimited(plan: string): void
   /** A streamed reply that began (200 sent) and did not complete, by why (types.ts STREAM_FAILURE_REASONS). */
   streamFailed(reason: StreamFailureReason): void
+  /** An upstream request sent once more after the upstream closed a kept-alive connection under it (upstream/client.ts). */
+  upstreamRetried(): void
   /** One call to a store (`redis`, `postgres`): its latency and whether it failed. `op` is a closed set per store. */
   storeOp(o: { store: StoreName; op: string; ms: Ms; ok: boolean }): void
   /** A rate check decided without the shared store (it was failing), by what was decided. */
@@ -281,6 +283,12 @@ export function createMetrics(o: MetricsOptions = {}): Metrics {
     registers,
   })
   for (const reason of STREAM_FAILURE_REASONS) streamFailures.inc({ reason }, 0)
+  // Rare too; no labels, so it is exported at 0 from the start.
+  const upstreamRetries = new Counter({
+    name: 'recallgate_upstream_retries_total',
+    help: 'Upstream requests sent once more because the upstream closed a kept-alive connection before answering them.',
+    registers,
+  })
 
   const storeDuration = new CellHistogram(
     'recallgate_store_operation_seconds',
@@ -421,6 +429,9 @@ export function createMetrics(o: MetricsOptions = {}): Metrics {
     },
     streamFailed(reason) {
       streamFailures.inc({ reason })
+    },
+    upstreamRetried() {
+      upstreamRetries.inc()
     },
     storeOp(o) {
       const op = ops.of(o.op)

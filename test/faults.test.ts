@@ -140,6 +140,9 @@ t.test('upstream faults: a clean error, in time, nothing leaked, nothing saved',
 
 t.test('the keep-alive race: a pooled connection the upstream closed under a request costs the client nothing', async (t) => {
   const h = await startHarness(t)
+  const retries = async (): Promise<number> =>
+    Number(/^recallgate_upstream_retries_total (\d+)$/m.exec(await (await h.fetch('/metrics', { key: null, provider: null })).text())?.[1] ?? NaN)
+  t.equal(await retries(), 0, 'exported at 0 before any')
   for (const stream of [false, true]) {
     t.equal((await post(h, chatBody(`race-${String(stream)}`, stream))).status, 200, 'a first exchange leaves a kept-alive connection')
     const before = h.mock.requests.length
@@ -150,6 +153,7 @@ t.test('the keep-alive race: a pooled connection the upstream closed under a req
     t.equal(h.mock.requests.length - before, 2, 'the dropped request was sent once more')
     t.equal(((await (await h.fetch(`/api/v1/sessions/race-${String(stream)}`)).json()) as { messages: unknown[] }).messages.length, 4, 'saved once')
   }
+  t.equal(await retries(), 2, 'each retry counted in /metrics')
 })
 
 /** The gateway's request log lines for `route` with `status`, written so far. */

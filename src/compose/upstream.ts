@@ -1,6 +1,7 @@
 /** The upstream part of the gateway: the provider's connection pool and the cached model list read through it. */
 import type { Config } from '../config.js'
 import type { ReadinessCheck } from '../routes/ready.js'
+import type { Metrics } from '../metrics.js'
 import type { Clock } from '../types.js'
 import { UpstreamClient } from '../upstream/client.js'
 import { ModelCatalog } from '../upstream/model-catalog.js'
@@ -13,7 +14,7 @@ export interface Upstream {
   readonly readiness: ReadinessCheck[]
 }
 
-export function openUpstream(opts: { config: Config; clock: Clock; closers: Closers }): Upstream {
+export function openUpstream(opts: { config: Config; clock: Clock; closers: Closers; metrics: Pick<Metrics, 'upstreamRetried'> }): Upstream {
   const { config } = opts
   const upstream = new UpstreamClient({
     baseUrl: config.upstreamBaseUrl,
@@ -23,6 +24,7 @@ export function openUpstream(opts: { config: Config; clock: Clock; closers: Clos
     connections: config.upstreamConnections,
     httpReferer: config.httpReferer,
     xTitle: config.xTitle,
+    onRetry: () => opts.metrics.upstreamRetried(),
   })
   opts.closers.add(() => upstream.close())
   const catalog = new ModelCatalog({ upstream, ttl: config.modelsCacheTtl, clock: opts.clock })

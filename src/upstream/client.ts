@@ -17,6 +17,8 @@ export interface UpstreamOptions {
   connections: number
   httpReferer?: string | undefined
   xTitle?: string | undefined
+  /** A request sent once more after the keep-alive race (`#request`): counted in /metrics. */
+  onRetry?: () => void
 }
 
 /** What undici accepts as a request's `signal`. */
@@ -32,6 +34,7 @@ export class UpstreamClient {
   readonly #pool: Pool
   readonly #basePath: string
   readonly #extraHeaders: Record<string, string>
+  readonly #onRetry: (() => void) | undefined
 
   constructor(opts: UpstreamOptions) {
     const url = new URL(opts.baseUrl)
@@ -45,6 +48,7 @@ export class UpstreamClient {
       // Pipelining stays at 1: a slow stream must not hold up the requests queued behind it on the same socket.
       pipelining: 1,
     })
+    this.#onRetry = opts.onRetry
     this.#extraHeaders = {}
     if (opts.httpReferer) this.#extraHeaders['http-referer'] = opts.httpReferer
     if (opts.xTitle) this.#extraHeaders['x-title'] = opts.xTitle
@@ -96,6 +100,7 @@ export class UpstreamClient {
     // Promise chains, not async functions: the success path allocates what one `await` did before the retry existed.
     return this.#send(method, path, o).then(asResponse, (err: unknown) => {
       if (!reusedConnectionDropped(err) || (o.signal as { aborted?: boolean } | undefined)?.aborted === true) throw transportError(err)
+      this.#onRetry?.()
       return this.#send(method, path, o).then(asResponse, (again: unknown) => {
         throw transportError(again)
       })
