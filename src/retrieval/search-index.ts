@@ -670,17 +670,18 @@ export class SearchIndex {
           const slicer = new TimeSlicer(this.#sliceMs)
           const saved = meta.count >= this.#termsFileMin ? await loadTerms(termsFile(entry.file), { ...expected, analyzer: this.#analyzerId }) : undefined
           termsRead = saved !== undefined && (await this.#restore(entry, saved, slicer, pause))
-          if (saved !== undefined && !termsRead) {
-            // A file found inconsistent (a term twice in its vocabulary, a code outside it): start over from the text.
-            entry.bm25 = new Bm25Index({ maxDocs: this.#maxDocs })
-            entry.refs.clear()
-          }
-          if (!termsRead)
+          if (!termsRead) {
+            if (saved !== undefined) {
+              // A file found inconsistent (a term twice in its vocabulary, a code outside it): start over from the text.
+              entry.bm25 = new Bm25Index({ maxDocs: this.#maxDocs })
+              entry.refs.clear()
+            }
             for await (const doc of this.#source.documents(namespace)) {
               entry.bm25.add(doc.label, this.#terms(doc.text))
               entry.refs.set(doc.label, doc.ref)
               if (slicer.due()) await pause(slicer)
             }
+          }
         } catch (err) {
           stop.abort()
           await offThread?.catch(() => undefined)
@@ -917,10 +918,16 @@ export class SearchIndex {
     try {
       const terms = this.#termsOf(entry)
       if (this.#cacheRoom !== undefined && !(await this.#cacheRoom(terms.bytes))) return
-      await saveTerms(termsFile(entry.file), { version: entry.version, epoch: entry.epoch, count: entry.refs.size, analyzer: this.#analyzerId }, terms.snapshot)
+      await this.#writeTerms(entry, terms.snapshot)
     } catch (err) {
       this.#onSaveError(err, termsFile(entry.file))
     }
+  }
+
+  /** The terms file of `entry` as it is now (its `#termsOf`, taken in its queue). */
+  #writeTerms(entry: Entry, snapshot: TermsSnapshot): Promise<void> {
+    const state = { version: entry.version, epoch: entry.epoch, count: entry.refs.size, analyzer: this.#analyzerId }
+    return saveTerms(termsFile(entry.file), state, snapshot)
   }
 
   #removeFiles(graph: string): void {
@@ -944,7 +951,7 @@ export class SearchIndex {
       } else {
         await entry.vectors.save(entry.file, { version: entry.version, epoch: entry.epoch })
         if (terms === undefined) removeTerms(termsFile(entry.file))
-        else await saveTerms(termsFile(entry.file), { version: entry.version, epoch: entry.epoch, count: entry.refs.size, analyzer: this.#analyzerId }, terms.snapshot)
+        else await this.#writeTerms(entry, terms.snapshot)
       }
     } catch (err) {
       this.#onSaveError(err, entry.file)

@@ -169,24 +169,20 @@ export function decodeTerms(bytes: Buffer, expect: TermsState): TermsRead | unde
   const vocabAt = 8 + headerBytes
   const start = align8(vocabAt + header.vocabBytes + header.stringsBytes)
   if (bytes.length !== start + docs * 12 + header.refParts * 8 + header.codes * 4 + docs + header.refParts) return undefined
-  // Views on the file's own memory when it is 8-byte aligned (readFile's buffer of a file this size is), else copies.
-  const aligned = bytes.byteOffset % 8 === 0
-  let o = start
-  const take = (length: number): ArrayBuffer | [ArrayBuffer, number] => {
-    const at = bytes.byteOffset + o
-    o += length
-    return aligned ? [bytes.buffer as ArrayBuffer, at] : (bytes.buffer.slice(at, at + length) as ArrayBuffer)
+  // Views on the file's own memory when it is 8-byte aligned (readFile's buffer of a file this size is), else on a copy.
+  const mem = bytes.byteOffset % 8 === 0 ? bytes : new Uint8Array(bytes)
+  let o = mem.byteOffset + start
+  const take = <T>(Typed: { new (b: ArrayBufferLike, at: number, n: number): T; BYTES_PER_ELEMENT: number }, n: number): T => {
+    const view = new Typed(mem.buffer, o, n)
+    o += n * Typed.BYTES_PER_ELEMENT
+    return view
   }
-  const view = <T>(make: (b: ArrayBuffer, at: number, n: number) => T, n: number, size: number): T => {
-    const b = take(n * size)
-    return Array.isArray(b) ? make(b[0], b[1], n) : make(b, 0, n)
-  }
-  const labels = view((b, at, n) => new Float64Array(b, at, n), docs, 8)
-  const values = view((b, at, n) => new Float64Array(b, at, n), header.refParts, 8)
-  const ends = view((b, at, n) => new Uint32Array(b, at, n), docs, 4)
-  const codes = view((b, at, n) => new Uint32Array(b, at, n), header.codes, 4)
-  const lens = view((b, at, n) => new Uint8Array(b, at, n), docs, 1)
-  const kinds = view((b, at, n) => new Uint8Array(b, at, n), header.refParts, 1)
+  const labels = take(Float64Array, docs)
+  const values = take(Float64Array, header.refParts)
+  const ends = take(Uint32Array, docs)
+  const codes = take(Uint32Array, header.codes)
+  const lens = take(Uint8Array, docs)
+  const kinds = take(Uint8Array, header.refParts)
   const vocabText = bytes.toString('utf8', vocabAt, vocabAt + header.vocabBytes)
   const vocab = vocabText === '' ? [] : vocabText.split('\u0000')
   if (docs > 0 && ends[docs - 1] !== codes.length) return undefined
