@@ -46,7 +46,7 @@ if (baseUrl === undefined) {
     t.equal(first.version, SCHEMA_VERSION)
     t.same(await tables(pg), [
       'chunks', 'conversations', 'files', 'index_log', 'index_meta', 'keys', 'messages', 'recall_docs', 'recall_owners',
-      'response_items', 'responses', 'schema_migrations', 'sessions', 'traces', 'usage', 'vectors',
+      'response_deletions', 'response_items', 'responses', 'schema_migrations', 'sessions', 'traces', 'usage', 'vectors',
     ])
     const again = await migrate(pg.pool)
     t.same(again.applied, [], 'nothing left to apply')
@@ -74,8 +74,13 @@ if (baseUrl === undefined) {
     const writeMeta = (version: number) =>
       pg.query('seed', `SELECT recallgate_write_meta('recall:n', jsonb_build_object('version', $1::int), '{"add":[]}')`, [version])
     for (let v = 1; v <= INDEX_LOG_KEEP + 20; v++) await writeMeta(v)
+    await pg.query('seed', `INSERT INTO responses (tenant, id, created_at, model, status, input, output, messages, echo)
+      VALUES ('t', 'resp_old', 1, 'm', 'completed', '[]', '[]', '[]', '{}')`)
     const up = await migrate(pg.pool)
     t.same(up.applied, [SCHEMA_VERSION])
+    // Version 8 counts deleted responses by a trigger: a delete with the previous version's own statement counts too.
+    await pg.query('q', `DELETE FROM responses WHERE tenant = 't' AND id = 'resp_old'`)
+    t.same(await pg.query('q', 'SELECT tenant, n::int FROM response_deletions'), [{ tenant: 't', n: 1 }], "an old replica's delete is counted")
     // Version 7's function continues it: one entry forgotten per write, by its key, the window the same size.
     for (let v = INDEX_LOG_KEEP + 21; v <= INDEX_LOG_KEEP + 30; v++) await writeMeta(v)
     t.same(

@@ -86,6 +86,24 @@ for (const engine of testableEngines(t, 'the store contract')) {
       t.equal(await s.responses.get('tenant-a', odd), undefined, `id of length ${odd.length}`)
   })
 
+  t.test(`${engine.name}: deletions counts every deleted response of a tenant, through any instance, and nothing else`, async (t) => {
+    const s = await engine.open(t)
+    const other = await s.another()
+    t.equal(await s.responses.deletions('tenant-a'), 0, 'nothing deleted yet')
+    await s.responses.save('tenant-a', response('resp_1', null, 1))
+    await s.responses.save('tenant-a', response('resp_2', 'resp_1', 2))
+    await s.responses.save('tenant-a', response('resp_2', 'resp_1', 2))
+    t.equal(await s.responses.deletions('tenant-a'), 0, 'saves, a repeated one included, do not count')
+    t.equal(await other.responses.delete('tenant-a', 'resp_1'), true)
+    t.equal(await s.responses.deletions('tenant-a'), 1, "another instance's delete counts here at once")
+    t.equal(await s.responses.delete('tenant-a', 'resp_1'), false)
+    t.equal(await s.responses.delete('tenant-b', 'resp_2'), false)
+    t.equal(await s.responses.deletions('tenant-a'), 1, 'deletes that find nothing do not count')
+    t.equal(await s.responses.deletions('tenant-b'), 0, "another tenant's count is its own")
+    await s.responses.delete('tenant-a', 'resp_2')
+    t.equal(await (await s.reopen()).responses.deletions('tenant-a'), 2, 'the count survives a restart')
+  })
+
   t.test(`${engine.name}: conversations: ensure is idempotent, metadata updates, delete is final`, async (t) => {
     const s = await engine.open(t)
     const first = await s.conversations.ensure('tenant-a', { id: 'conv_1', createdAt: 1000, metadata: { topic: 'a' } })

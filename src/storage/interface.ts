@@ -150,6 +150,11 @@ export interface ResponseStore {
   findItem(tenant: string, itemId: string): Awaitable<StoredItem | undefined>
   /** How many of these ids (distinct) are the tenant's stored responses; no record is read (a cached chain's check). */
   countExisting(tenant: string, ids: readonly string[]): Awaitable<number>
+  /**
+   * How many of the tenant's stored responses have ever been deleted, through any process or replica: one read. A
+   * chain walked while this read N has every turn still stored for as long as it reads N (saves never change it).
+   */
+  deletions(tenant: string): Awaitable<number>
 }
 
 export interface ConversationRecord {

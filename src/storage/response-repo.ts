@@ -4,6 +4,7 @@
  *   responses  [tenant, responseId]  → StoredResponse (this turn's input and output items, and the same turn as chat
  *                                      messages with token counts)
  *   items      [tenant, itemId]      → responseId (where an item lives, so an `item_reference` resolves in one read)
+ *   meta       ['response-deletions', tenant] → how many of the tenant's responses were ever deleted
  *
  * A response and its item index entries are written in one durable unit: a response is retrievable and chainable
  * exactly when its items resolve, also after kill -9.
@@ -42,8 +43,14 @@ export class ResponseRepo implements ResponseStore {
       // An item id sent again in a later response points at that one now: only this response's entries go.
       for (const item of [...rec.input, ...rec.output]) if (items.get([tenant, item.id]) === id) items.remove([tenant, item.id])
       responses.remove([tenant, id])
+      this.#store.meta.put(deletionsKey(tenant), this.deletions(tenant) + 1)
       return true
     })
+  }
+
+  deletions(tenant: string): number {
+    const n = this.#store.meta.get(deletionsKey(tenant))
+    return typeof n === 'number' ? n : 0
   }
 
   countExisting(tenant: string, ids: readonly string[]): number {
@@ -62,6 +69,8 @@ export class ResponseRepo implements ResponseStore {
     return rec.output.find((i) => i.id === itemId) ?? rec.input.find((i) => i.id === itemId)
   }
 }
+
+const deletionsKey = (tenant: string): [string, string] => ['response-deletions', tenant]
 
 /** A record read back, checked for the fields every reader relies on (a corrupt one is an error, not a guess). */
 function asStoredResponse(v: unknown): StoredResponse | undefined {

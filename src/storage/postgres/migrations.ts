@@ -183,6 +183,25 @@ export const MIGRATIONS: readonly Migration[] = [
     // The same function signatures, re-created: every caller (a replica of version 6 included) uses them at once.
     sql: WRITE_META_SQL,
   },
+  {
+    version: 8,
+    name: "response_deletions: how many of a tenant's stored responses were ever deleted (a cached chain's one-read check)",
+    // Counted by a trigger, not by the delete's statements: a replica of the previous version, still running during a
+    // rolling upgrade, deletes with its own statements, and its deletes must count too.
+    sql: `
+      CREATE TABLE response_deletions (
+        tenant text PRIMARY KEY,
+        n      bigint NOT NULL
+      );
+      CREATE FUNCTION recallgate_count_response_deletion() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        INSERT INTO response_deletions AS d (tenant, n) VALUES (OLD.tenant, 1)
+          ON CONFLICT (tenant) DO UPDATE SET n = d.n + 1;
+        RETURN NULL;
+      END $$;
+      CREATE TRIGGER responses_deleted AFTER DELETE ON responses
+        FOR EACH ROW EXECUTE FUNCTION recallgate_count_response_deletion();`,
+  },
 ]
 
 export const SCHEMA_VERSION = MIGRATIONS.at(-1)?.version ?? 0

@@ -80,6 +80,12 @@ export class PgResponseStore implements ResponseStore {
     return Number(rows[0]?.n ?? 0)
   }
 
+  async deletions(tenant: string): Promise<number> {
+    // Counted by the trigger of migration 8 on every deleted row.
+    const rows = await this.#pg.query('response_deletions', 'SELECT n FROM response_deletions WHERE tenant = $1', [tenant])
+    return Number(rows[0]?.n ?? 0)
+  }
+
   async findItem(tenant: string, itemId: string): Promise<StoredItem | undefined> {
     if (!storableId(itemId)) return undefined
     const rows = await this.#pg.query(
