@@ -152,6 +152,35 @@ t.test('a function-call round trip where the second request carries only the fun
   t.ok(missing instanceof OpenAI.BadRequestError, 'a chain whose calls are unanswered is a 400, as OpenAI checks it')
 })
 
+t.test("a call and its output that do not pair are OpenAI's 400 naming input, in its words (not a chat message's)", async (t) => {
+  const h = await startHarness(t, { mock: { behaviour: { reply: 'ok' } } })
+  const r1 = await h.client().responses.create({ model: MODEL, input: 'hello' })
+  const call = { type: 'function_call', call_id: 'call_a', name: 'f', arguments: '{}' }
+  const cases: Array<[string, Record<string, unknown>, string]> = [
+    ['an output with no call', { input: [{ type: 'function_call_output', call_id: 'call_x', output: 'r' }] }, 'No tool call found for function call output with call_id call_x.'],
+    [
+      'an output for no call of the chain',
+      { previous_response_id: r1.id, input: [{ type: 'function_call_output', call_id: 'call_x', output: 'r' }] },
+      'No tool call found for function call output with call_id call_x.',
+    ],
+    ['a call with no output', { input: [{ role: 'user', content: 'q' }, call] }, 'No tool output found for function call call_a.'],
+    [
+      'a custom tool call with no output',
+      { input: [{ role: 'user', content: 'q' }, { type: 'custom_tool_call', call_id: 'call_c', name: 'apply_patch', input: 'x' }] },
+      'No tool output found for function call call_c.',
+    ],
+  ]
+  const before = h.mock.requests.length
+  for (const [why, body, message] of cases) {
+    const r = await h.fetch('/api/v1/responses', { method: 'POST', body: JSON.stringify({ model: MODEL, ...body }), headers: { 'content-type': 'application/json' } })
+    t.equal(r.status, 400, why)
+    t.match(((await r.json()) as { error: unknown }).error, { message, type: 'invalid_request_error', param: 'input' }, why)
+  }
+  t.equal(h.mock.requests.length, before, 'nothing reached the upstream')
+  const paired = await h.client().responses.create({ model: MODEL, input: [{ role: 'user', content: 'q' }, call, { type: 'function_call_output', call_id: 'call_a', output: 'r' }] } as never)
+  t.equal(paired.status, 'completed', 'a call answered in the same input is fine')
+})
+
 t.test('conversations are sessions: items, the sessions API and a second turn that sees the first', async (t) => {
   const h = await startHarness(t)
   const client = h.client()

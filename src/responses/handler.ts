@@ -36,7 +36,7 @@ import {
 } from './output.js'
 import { parseResponsesRequest, type ResponsesRequest } from './request.js'
 import { fileSearchItem } from './file-search.js'
-import { checkPendingCalls, newId, type ChainCache, resolveReferences, storedItems, turnMessages, walkChain, type Chain } from './state.js'
+import { checkCallPairs, newId, type ChainCache, resolveReferences, storedItems, turnMessages, walkChain, type Chain } from './state.js'
 import { encodeEvent, encodeEvents, JsonText, ResponseStreamTranslator } from './stream-translator.js'
 
 export interface ResponsesHandlerOptions {
@@ -92,7 +92,8 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
       throw gatewayError('not_found', { message: `Conversation with id '${r.conversationId}' not found.`, param: 'conversation' })
     }
     const input = r.input.some((item) => item.type === 'item_reference') ? await resolveReferences(r.input, o.responses, tenant.id) : r.input
-    if (chain !== undefined) checkPendingCalls(chain, input)
+    // With neither a chain nor a conversation, the input is the whole context: nothing is pending before it.
+    checkCallPairs(input, chain !== undefined ? chain.pendingCalls : conversationId !== undefined ? undefined : [])
     const resolved =
       o.files !== undefined && namesInputFiles(input)
         ? await resolveInputFiles(input, new FileQuoter(o.files.texts, tenant.id, await o.files.window(r.model, authorization, ctx)), 'input')

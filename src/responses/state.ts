@@ -150,17 +150,28 @@ export async function walkChain(responses: ResponseStore, tenant: string, id: st
 }
 
 /**
- * OpenAI's check on a chained request: every call the previous response ended with is answered in the new input
- * ("No tool output found for function call call_…"). Packing would otherwise drop the unanswered call silently and
- * the model would answer as if it had never asked.
+ * OpenAI's checks on the calls of a request's context, in its words and naming `input` (the chat planner's own check
+ * would name `messages[i]`, which a Responses client never sent):
+ * - every call the previous response ended with (`pendingCalls`) and every call of the input is answered by an output
+ *   in the input ("No tool output found for function call call_…"); packing would otherwise drop the unanswered call
+ *   silently and the model would answer as if it had never asked;
+ * - every output answers a call of the input before it or a pending one ("No tool call found for function call output
+ *   with call_id call_…"). `pendingCalls` undefined: the context is a conversation (a session), whose last calls are
+ *   only read by the planner, which checks those outputs itself.
  */
-export function checkPendingCalls(chain: Chain, input: readonly ResponseItem[]): void {
-  if (chain.pendingCalls.length === 0) return
+export function checkCallPairs(input: readonly ResponseItem[], pendingCalls: readonly string[] | undefined): void {
+  const called = new Set<string>(pendingCalls)
   const answered = new Set<string>()
   for (const item of input) {
-    if ((item.type === 'function_call_output' || item.type === 'custom_tool_call_output') && typeof item.call_id === 'string') answered.add(item.call_id)
+    if (typeof item.call_id !== 'string') continue
+    if (item.type === 'function_call' || item.type === 'custom_tool_call') called.add(item.call_id)
+    else if (item.type === 'function_call_output' || item.type === 'custom_tool_call_output') {
+      if (pendingCalls !== undefined && !called.has(item.call_id))
+        throw invalidParam('input', `No tool call found for function call output with call_id ${item.call_id}.`)
+      answered.add(item.call_id)
+    }
   }
-  for (const id of chain.pendingCalls) {
+  for (const id of called) {
     if (!answered.has(id)) throw invalidParam('input', `No tool output found for function call ${id}.`)
   }
 }
