@@ -139,6 +139,7 @@ export async function startMockUpstream(o: MockUpstreamOptions = {}): Promise<Mo
     const calls = b.toolCalls ?? (b.reply === undefined ? [defaultToolCall(body, messages)].filter((c) => c !== undefined) : [])
     const gen: Generation = {
       text: reply,
+      logprobs: body.logprobs === true,
       toolCalls: calls.length === 0 ? undefined : calls.map((c, i) => ({ id: `call_${seq + 1}_${i}${randomId(rng).slice(1, 9)}`, ...c })),
       head: {
         id: `gen-${created}-${++seq}${randomId(rng)}`,

@@ -127,6 +127,45 @@ t.test('completionToOutput: table', async (t) => {
       null,
     ],
     [
+      "the upstream's log probabilities (asked for by include or top_logprobs) are the text part's, in OpenAI's shape",
+      {
+        choices: [
+          {
+            index: 0,
+            message: { role: 'assistant', content: 'Hi!' },
+            logprobs: {
+              content: [
+                { token: 'Hi', logprob: -0.1, bytes: [72, 105], top_logprobs: [{ token: 'Hi', logprob: -0.1, bytes: [72, 105] }, { token: 'Hey', logprob: -2.5, bytes: null }] },
+                { token: '!', logprob: -0.01, bytes: [33] },
+              ],
+              refusal: null,
+            },
+            finish_reason: 'stop',
+          },
+        ],
+      },
+      [
+        {
+          id: 'msg_1',
+          type: 'message',
+          status: 'completed',
+          content: [
+            {
+              type: 'output_text',
+              annotations: [],
+              logprobs: [
+                { token: 'Hi', logprob: -0.1, bytes: [72, 105], top_logprobs: [{ token: 'Hi', logprob: -0.1, bytes: [72, 105] }, { token: 'Hey', logprob: -2.5, bytes: [] }] },
+                { token: '!', logprob: -0.01, bytes: [33], top_logprobs: [] },
+              ],
+              text: 'Hi!',
+            },
+          ],
+          role: 'assistant',
+        },
+      ],
+      'stop',
+    ],
+    [
       'no choices: one empty message',
       { choices: [] },
       [{ id: 'msg_1', type: 'message', status: 'completed', content: [{ type: 'output_text', annotations: [], logprobs: [], text: '' }], role: 'assistant' }],

@@ -135,6 +135,27 @@ t.test('text only: the recorded order and payloads', async (t) => {
   t.match(events[0], { response: { status: 'in_progress', output: [], usage: null } })
 })
 
+t.test("log probabilities: each delta carries its own tokens; the done events, the item and the terminal output all of them", async (t) => {
+  const lp = (token: string, logprob: number): Record<string, unknown> => ({ token, logprob, bytes: [...Buffer.from(token)], top_logprobs: [] })
+  const withLogprobs = (s: string, logprob: number): Record<string, unknown> => ({
+    id: 'gen-1',
+    object: 'chat.completion.chunk',
+    choices: [{ index: 0, delta: { content: s }, logprobs: { content: [lp(s, logprob)], refusal: null }, finish_reason: null }],
+  })
+  const chunks = [withLogprobs('Hel', -0.5), withLogprobs('lo', -0.25), chunk({}, 'stop'), usageChunk()]
+  const all = [lp('Hel', -0.5), lp('lo', -0.25)]
+  for (const asText of [false, true]) {
+    const { events, finish } = run(chunks, undefined, false, asText)
+    t.strictSame(checkResponseStream(events), [])
+    t.strictSame(events.filter((e) => e.type === 'response.output_text.delta').map((e) => e.logprobs), [[all[0]], [all[1]]], 'each delta its own')
+    t.strictSame(events.find((e) => e.type === 'response.output_text.done')?.logprobs, all, 'output_text.done: all')
+    const part = { type: 'output_text', annotations: [], logprobs: all, text: 'Hello' }
+    t.strictSame(events.find((e) => e.type === 'response.content_part.done')?.part, part, 'content_part.done: all')
+    t.strictSame(finish.output, [{ id: 'msg_1', type: 'message', status: 'completed', content: [part], role: 'assistant' }])
+    t.strictSame(terminalResponse(events).output, finish.output, 'the terminal output is the items')
+  }
+})
+
 t.test('text pieces are translated without a parse, into the events a parse gives', async (t) => {
   const chunks = [chunk({ role: 'assistant', content: '' }), text('Hel'), text('lo "quoted" \\ é\n'), text('!'), chunk({}, 'stop'), usageChunk()]
   const parsed = run(chunks)

@@ -314,6 +314,25 @@ t.test('streaming: the responses.stream() helper runs to its final response, too
   t.equal(next.output_text, 'Both found.')
 })
 
+t.test("log probabilities asked for with include come back on the output text, JSON and streamed, as the upstream gave them", async (t) => {
+  const h = await startHarness(t, { mock: { behaviour: { reply: 'Hello there', chunkChars: 4 } } })
+  const client = h.client()
+  const body = { model: MODEL, input: 'hi', include: ['message.output_text.logprobs'], top_logprobs: 2 }
+  const tokens = ['Hell', 'o th', 'ere']
+  const r = await client.responses.create(body as OpenAI.Responses.ResponseCreateParamsNonStreaming)
+  t.match(h.mock.lastChatBody(), { logprobs: true, top_logprobs: 2 }, 'asked of the upstream')
+  const part = (r.output[0] as OpenAI.Responses.ResponseOutputMessage).content[0] as OpenAI.Responses.ResponseOutputText
+  t.same(part.logprobs?.map((l) => l.token), tokens, 'JSON: on the output_text part')
+
+  const events = await streamEvents(client, body)
+  t.same(checkResponseStream(events), [])
+  t.same(events.filter((e) => e.type === 'response.output_text.delta').map((e) => (e.logprobs as Array<{ token: string }>).map((l) => l.token)), tokens.map((x) => [x]), 'each delta its own')
+  const done = events.find((e) => e.type === 'response.output_text.done') as { logprobs: Array<{ token: string }> }
+  t.same(done.logprobs.map((l) => l.token), tokens, 'output_text.done: all')
+  const final = (events.at(-1) as { response: OpenAI.Responses.Response }).response
+  t.same(((final.output[0] as OpenAI.Responses.ResponseOutputMessage).content[0] as OpenAI.Responses.ResponseOutputText).logprobs?.map((l) => l.token), tokens, 'the terminal output too')
+})
+
 t.test('streaming: an upstream failure midway ends with error and response.failed, and nothing is stored', async (t) => {
   const h = await startHarness(t, { mock: { behaviour: { reply: 'This will break halfway through', chunkChars: 4, midStreamError: { afterChunks: 2 } } } })
   const client = h.client()

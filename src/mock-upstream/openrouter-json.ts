@@ -4,7 +4,7 @@
  */
 import type { ServerResponse } from 'node:http'
 import { encode } from 'gpt-tokenizer'
-import { embedText } from './content.js'
+import { embedText, splitCodePoints } from './content.js'
 import type { Json, MockBehaviour, MockModel } from './types.js'
 
 /** One generated reply: what its JSON body and its stream chunks are made from. */
@@ -12,6 +12,8 @@ export interface Generation {
   text: string
   /** Tool calls made instead of text (finish_reason "tool_calls"). */
   toolCalls?: Array<{ id: string; name: string; arguments: string }>
+  /** The request asked `logprobs: true`: each piece of text (chunkChars) comes with its log probability, as one token. */
+  logprobs?: boolean
   /** Fields every body and chunk of this generation starts with. */
   head: { id: string; provider: string; model: string; created: number }
   usage: {
@@ -66,6 +68,11 @@ export function modelEntry(m: MockModel): Json {
   }
 }
 
+/** Chat's `choice.logprobs` for these pieces of text, one token each (a made-up, fixed probability). */
+export function textLogprobs(pieces: readonly string[]): Json {
+  return { content: pieces.map((token) => ({ token, logprob: -0.5, bytes: [...Buffer.from(token)], top_logprobs: [] })), refusal: null }
+}
+
 /** The non-stream body: a chat.completion (with usage unless `usage: false`), or an HTML page for `invalidJson`. */
 export function completionBody(g: Generation, b: MockBehaviour): string {
   if (b.invalidJson) return '<html><body>502 Bad Gateway</body></html>'
@@ -75,7 +82,7 @@ export function completionBody(g: Generation, b: MockBehaviour): string {
     choices: [
       {
         index: 0,
-        logprobs: null,
+        logprobs: g.logprobs === true && !g.toolCalls ? textLogprobs(splitCodePoints(g.text, b.chunkChars ?? 4)) : null,
         finish_reason: g.toolCalls ? 'tool_calls' : 'stop',
         native_finish_reason: g.toolCalls ? 'tool_calls' : 'stop',
         message: g.toolCalls

@@ -7,7 +7,7 @@ import type { ServerResponse } from 'node:http'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { encode } from 'gpt-tokenizer'
 import { splitCodePoints } from './content.js'
-import type { Generation } from './openrouter-json.js'
+import { textLogprobs, type Generation } from './openrouter-json.js'
 import { dropAfterFlush } from './response-writer.js'
 import type { Json, MockBehaviour } from './types.js'
 
@@ -50,7 +50,11 @@ export async function streamReply(
   const stopAt = b.midStreamError ? Math.min(b.midStreamError.afterChunks, pieces.length) : pieces.length
   for (let i = 0; i < Math.max(1, stopAt); i++) {
     const piece = pieces[i]
-    if (piece !== undefined && i < stopAt) await send(chunk(delta({ role: 'assistant', content: piece }, null)))
+    if (piece !== undefined && i < stopAt) {
+      const choices = delta({ role: 'assistant', content: piece }, null)
+      if (r.logprobs === true) Object.assign(choices[0] as Json, { logprobs: textLogprobs([piece]) })
+      await send(chunk(choices))
+    }
     // The mid-stream point: after the first content chunk (after the role chunk when there is none).
     if (i === 0 && b.hang === 'mid-stream') return
     if (i === 0 && b.reset === 'mid-stream') return dropAfterFlush(res, signal)

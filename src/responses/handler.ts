@@ -143,7 +143,9 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
         },
         format: {
           chunk: (c) => encodeEvents(translator.push(c)),
-          text: (piece) => translator.pushText(piece),
+          // A piece read without a parse carries only its text: with log probabilities asked for (they sit beside the
+          // text, on the choice), every event is parsed, so that push() gets them.
+          ...(r.chatFields.logprobs === true ? {} : { text: (piece: Parameters<typeof translator.pushText>[0]) => translator.pushText(piece) }),
           finishing: () => {
             finished = translator.finish()
             return encodeEvents(finished.events)

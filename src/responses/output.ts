@@ -296,6 +296,39 @@ export function flattenAnnotations(raw: unknown): Record<string, unknown>[] {
   return out
 }
 
+/** One token's log probability, as Chat and Responses both shape it (`bytes` may be null on Chat's side). */
+interface Logprob {
+  token: string
+  logprob: number
+  bytes: number[]
+  top_logprobs: Array<Omit<Logprob, 'top_logprobs'>>
+}
+
+/**
+ * Chat's `choice.logprobs` (`{content: [...]}`, the text's tokens) → an `output_text` part's `logprobs`. The gateway asks
+ * the upstream for them only when the caller did (request.ts), so what came back is the caller's. Refusal tokens have
+ * no place on an output_text part and are left out.
+ */
+export function mapLogprobs(raw: unknown): Logprob[] {
+  const content = isObject(raw) ? raw.content : undefined
+  if (!Array.isArray(content)) return []
+  const out: Logprob[] = []
+  for (const l of content) {
+    if (!isObject(l) || typeof l.token !== 'string') continue
+    const top = Array.isArray(l.top_logprobs) ? l.top_logprobs.filter(isObject).filter((x) => typeof x.token === 'string') : []
+    out.push({ ...tokenLogprob(l), top_logprobs: top.map(tokenLogprob) })
+  }
+  return out
+}
+
+function tokenLogprob(l: Record<string, unknown>): Omit<Logprob, 'top_logprobs'> {
+  return {
+    token: String(l.token),
+    logprob: typeof l.logprob === 'number' ? l.logprob : 0,
+    bytes: Array.isArray(l.bytes) ? l.bytes.filter((b): b is number => typeof b === 'number') : [],
+  }
+}
+
 /** The reasoning item, from the reasoning text (see the module comment for why it is shown). */
 export function reasoningItem(id: string, text: string): ResponseItem {
   return { id, type: 'reasoning', summary: [{ type: 'summary_text', text }] }
@@ -340,7 +373,7 @@ export function completionToOutput(
   // As OpenAI does: no empty message in front of tool calls; an empty one when there is nothing else to say.
   if (text !== '' || refusal !== '' || calls.length === 0) {
     const content: ItemPart[] = []
-    if (text !== '' || refusal === '') content.push({ type: 'output_text', annotations: flattenAnnotations(msg.annotations), logprobs: [], text })
+    if (text !== '' || refusal === '') content.push({ type: 'output_text', annotations: flattenAnnotations(msg.annotations), logprobs: mapLogprobs(choice.logprobs), text })
     if (refusal !== '') content.push({ type: 'refusal', refusal })
     output.push({ id: opts.newId('msg'), type: 'message', status: 'completed', content, role: 'assistant' })
   }

@@ -93,9 +93,9 @@ export function textPartAdded(seq: number, where: string): EncodedEvent {
   return new EncodedEvent(type, seq, `{"type":"${type}","sequence_number":${seq},${where},"part":{"type":"output_text","annotations":[],"logprobs":[],"text":""}}`)
 }
 
-/** output_text.delta: `{…, item_id, output_index, content_index, delta, logprobs: []}`. */
-export function textDelta(seq: number, where: string, deltaJson: string): EncodedEvent {
-  return new EncodedEvent(TEXT_DELTA, seq, textDeltaData(seq, where, deltaJson))
+/** output_text.delta: `{…, item_id, output_index, content_index, delta, logprobs}` (the piece's tokens, as JSON). */
+export function textDelta(seq: number, where: string, deltaJson: string, logprobsJson = '[]'): EncodedEvent {
+  return new EncodedEvent(TEXT_DELTA, seq, textDeltaData(seq, where, deltaJson, logprobsJson))
 }
 
 /** The same event's frame, encoded (what the relay writes for most events of a stream). */
@@ -105,14 +105,14 @@ export function textDeltaFrame(seq: number, where: string, deltaJson: string): s
 
 const TEXT_DELTA = 'response.output_text.delta'
 
-function textDeltaData(seq: number, where: string, deltaJson: string): string {
-  return `{"type":"${TEXT_DELTA}","sequence_number":${seq},${where},"delta":${deltaJson},"logprobs":[]}`
+function textDeltaData(seq: number, where: string, deltaJson: string, logprobsJson = '[]'): string {
+  return `{"type":"${TEXT_DELTA}","sequence_number":${seq},${where},"delta":${deltaJson},"logprobs":${logprobsJson}}`
 }
 
-/** output_text.done: `{…, item_id, output_index, content_index, text, logprobs: []}`. */
-export function textDone(seq: number, where: string, textJson: string): EncodedEvent {
+/** output_text.done: `{…, item_id, output_index, content_index, text, logprobs}` (all the text's tokens, as JSON). */
+export function textDone(seq: number, where: string, textJson: string, logprobsJson = '[]'): EncodedEvent {
   const type = 'response.output_text.done'
-  return new EncodedEvent(type, seq, `{"type":"${type}","sequence_number":${seq},${where},"text":${textJson},"logprobs":[]}`)
+  return new EncodedEvent(type, seq, `{"type":"${type}","sequence_number":${seq},${where},"text":${textJson},"logprobs":${logprobsJson}}`)
 }
 
 /** content_part.done: `{…, item_id, output_index, content_index, part}`. */
@@ -128,8 +128,8 @@ export function itemDone(seq: number, outputIndex: number, itemJson: string): En
 }
 
 /** finalPart(p) of an output_text part, as JSON, its text given as JSON. */
-export function textPartJson(annotations: readonly Record<string, unknown>[], textJson: string): string {
-  return `{"type":"output_text","annotations":${annotations.length === 0 ? '[]' : JSON.stringify(annotations)},"logprobs":[],"text":${textJson}}`
+export function textPartJson(annotations: readonly Record<string, unknown>[], textJson: string, logprobs: readonly unknown[] = []): string {
+  return `{"type":"output_text","annotations":${annotations.length === 0 ? '[]' : JSON.stringify(annotations)},"logprobs":${logprobs.length === 0 ? '[]' : JSON.stringify(logprobs)},"text":${textJson}}`
 }
 
 /** A finished message item (`{id, type: "message", status, content, role}`), its parts given as JSON. */
@@ -140,7 +140,8 @@ export function messageItemJson(id: string, status: 'completed' | 'incomplete', 
 /** A message's content part while it streams. */
 export type Part =
   /** `json`: the text's JSON, made once when the part closes (its done events, the item, the terminal event). */
-  | { type: 'output_text'; text: string; annotations: Record<string, unknown>[]; json?: string }
+  /** `logprobs`: the text's tokens, when the caller asked for them (output.ts mapLogprobs). */
+  | { type: 'output_text'; text: string; annotations: Record<string, unknown>[]; json?: string; logprobs?: unknown[] }
   | { type: 'refusal'; refusal: string }
 
 /** Where a delta goes: the open item's id and output index. */
@@ -155,7 +156,9 @@ export function emptyPart(type: Part['type']): Record<string, unknown> {
 
 /** The finished part, in `content_part.done` and in the message item: the same shape completionToOutput makes. */
 export function finalPart(p: Part): Record<string, unknown> {
-  return p.type === 'output_text' ? { type: p.type, annotations: [...p.annotations], logprobs: [], text: p.text } : { type: p.type, refusal: p.refusal }
+  return p.type === 'output_text'
+    ? { type: p.type, annotations: [...p.annotations], logprobs: [...(p.logprobs ?? [])], text: p.text }
+    : { type: p.type, refusal: p.refusal }
 }
 
 export function summaryPart(r: { id: string; index: number }, text: string): Record<string, unknown> {

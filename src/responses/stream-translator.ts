@@ -26,7 +26,7 @@ import { isObject } from '../types.js'
 import type { NewId, ResponseItem } from './item-types.js'
 import * as ev from './stream-events.js'
 import { ToolCallTracker, completeJson, type TrackedCall } from './tool-call-tracker.js'
-import { flattenAnnotations, mapUsage, reasoningItem, statusFromFinish, toolCallItem, type ResponseStatus, type ResponseUsage } from './output.js'
+import { flattenAnnotations, mapLogprobs, mapUsage, reasoningItem, statusFromFinish, toolCallItem, type ResponseStatus, type ResponseUsage } from './output.js'
 
 export type { ResponseEvent } from './stream-events.js'
 export { encodeEvent, encodeEvents, JsonText } from './stream-events.js'
@@ -61,7 +61,7 @@ export class ResponseStreamTranslator {
   #open: Open | undefined
   #messages = 0
   readonly #calls = new ToolCallTracker()
-  #tail = { text: '', refusal: '', annotations: [] as Record<string, unknown>[] }
+  #tail = { text: '', refusal: '', annotations: [] as Record<string, unknown>[], logprobs: [] as unknown[] }
   #finishReason: string | null = null
   #usage: unknown
   #error: ErrorBody | null = null
@@ -106,7 +106,8 @@ export class ResponseStreamTranslator {
     if (!isObject(choice)) return out
     const delta = isObject(choice.delta) ? choice.delta : {}
     if (typeof delta.reasoning === 'string' && delta.reasoning !== '') this.#reasoning(delta.reasoning, out)
-    if (typeof delta.content === 'string' && delta.content !== '') this.#content('output_text', delta.content, out)
+    // The text's log probabilities sit beside the delta, on the choice (only there when the caller asked for them).
+    if (typeof delta.content === 'string' && delta.content !== '') this.#content('output_text', delta.content, out, false, mapLogprobs(choice.logprobs))
     if (typeof delta.refusal === 'string' && delta.refusal !== '') this.#content('refusal', delta.refusal, out)
     const annotations = flattenAnnotations(delta.annotations)
     if (annotations.length > 0) this.#annotations(annotations, out)
@@ -164,8 +165,8 @@ export class ResponseStreamTranslator {
       this.#closeOpen(out, cut && k === pending.length - 1 && !tail)
     })
     if (tail || empty) {
-      const { text, refusal, annotations } = this.#tail
-      if (text !== '' || annotations.length > 0 || empty) this.#content('output_text', text, out, true)
+      const { text, refusal, annotations, logprobs } = this.#tail
+      if (text !== '' || annotations.length > 0 || empty) this.#content('output_text', text, out, true, logprobs)
       if (annotations.length > 0) this.#annotations(annotations, out)
       if (refusal !== '') this.#content('refusal', refusal, out, true)
       this.#closeOpen(out, cut)
@@ -216,11 +217,13 @@ export class ResponseStreamTranslator {
     out.push(this.#event('response.reasoning_summary_text.delta', ev.summaryDelta(r, text)))
   }
 
-  /** Text or refusal. `force`: finish() writing the tail message. */
-  #content(type: 'output_text' | 'refusal', text: string, out: ResponseEvent[], force = false): void {
+  /** Text or refusal. `force`: finish() writing the tail message. `logprobs`: the text's tokens (mapLogprobs). */
+  #content(type: 'output_text' | 'refusal', text: string, out: ResponseEvent[], force = false, logprobs: readonly unknown[] = []): void {
     if (!force && this.#calls.size > 0) {
-      if (type === 'output_text') this.#tail.text += text
-      else this.#tail.refusal += text
+      if (type === 'output_text') {
+        this.#tail.text += text
+        this.#tail.logprobs.push(...logprobs)
+      } else this.#tail.refusal += text
       return
     }
     const m = this.#message(out)
@@ -240,7 +243,8 @@ export class ResponseStreamTranslator {
     const contentIndex = m.parts.length - 1
     if (part.type === 'output_text') {
       part.text += text
-      out.push(ev.textDelta(this.#seq++, m.where, JSON.stringify(text)))
+      if (logprobs.length > 0) (part.logprobs ??= []).push(...logprobs)
+      out.push(ev.textDelta(this.#seq++, m.where, JSON.stringify(text), logprobs.length === 0 ? '[]' : JSON.stringify(logprobs)))
     } else {
       part.refusal += text
       out.push(this.#event('response.refusal.delta', { ...ev.at(m), content_index: contentIndex, delta: text }))
@@ -355,7 +359,8 @@ export class ResponseStreamTranslator {
       part.json = json
       // Only the last part is open; the text part closed by a refusal that follows it is rare (where is rebuilt).
       const where = m.parts.at(-1) === part ? m.where : ev.partWhere(m.id, m.index, m.parts.indexOf(part))
-      return [ev.textDone(this.#seq++, where, json), ev.partDone(this.#seq++, where, this.#partJson(part))]
+      const logprobs = part.logprobs === undefined ? '[]' : JSON.stringify(part.logprobs)
+      return [ev.textDone(this.#seq++, where, json, logprobs), ev.partDone(this.#seq++, where, this.#partJson(part))]
     }
     const where = { ...ev.at(m), content_index: m.parts.indexOf(part) }
     return [this.#event('response.refusal.done', { ...where, refusal: part.refusal }), this.#event('response.content_part.done', { ...where, part: ev.finalPart(part) })]
@@ -364,7 +369,7 @@ export class ResponseStreamTranslator {
   /** finalPart(p) as JSON text, the text's JSON reused from its done event. */
   #partJson(p: ev.Part): string {
     if (p.type !== 'output_text') return JSON.stringify(ev.finalPart(p))
-    return ev.textPartJson(p.annotations, p.json ?? JSON.stringify(p.text))
+    return ev.textPartJson(p.annotations, p.json ?? JSON.stringify(p.text), p.logprobs)
   }
 
   /** The output so far as JSON text: the items' text made for their events, the others serialized. */
