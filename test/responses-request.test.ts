@@ -129,6 +129,7 @@ t.test('a full body: every field translated', async (t) => {
     temperature: 0.2,
     top_p: 0.9,
     reasoning: { effort: 'high' },
+    verbosity: 'low',
     logprobs: true,
     top_logprobs: 3,
     user: 'u-1',

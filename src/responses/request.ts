@@ -33,7 +33,8 @@ export interface ResponsesRequest {
   customTools: ReadonlySet<string>
   /**
    * Chat Completions body fields for the upstream, without model/messages/stream/stream_options: tools, tool_choice,
-   * parallel_tool_calls, response_format, max_tokens, temperature, top_p, reasoning, user, logprobs, top_logprobs.
+   * parallel_tool_calls, response_format, verbosity, max_tokens, temperature, top_p, reasoning, user, logprobs,
+   * top_logprobs.
    */
   chatFields: Record<string, unknown>
   maxOutputTokens: number | undefined
@@ -113,6 +114,8 @@ export function parseResponsesRequest(
 
   const text = textFormat(body.text)
   if (text.responseFormat !== undefined) chatFields.response_format = text.responseFormat
+  // Chat Completions has it at the top level (OpenAI's and OpenRouter's `verbosity`); Codex sets it for GPT-5 models.
+  if (typeof text.echo.verbosity === 'string') chatFields.verbosity = text.echo.verbosity
   echo.text = body.text === undefined || body.text === null ? ECHO_DEFAULTS.text : text.echo
 
   const maxOutputTokens = positiveInteger(body, 'max_output_tokens')
