@@ -35,7 +35,27 @@ t.test('responses.create with a string: the Response object as the SDK parses it
   t.equal(again.output_text, 'Hello from the model.')
   const items = await client.responses.inputItems.list(r.id)
   t.equal(items.data.length, 1)
-  t.match(items.data[0], { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Say hello' }] })
+  t.match(items.data[0], { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Say hello' }], status: 'completed' })
+})
+
+t.test("input_items: each item with its status, as OpenAI populates it when it lists items; the client's own status kept", async (t) => {
+  const h = await startHarness(t, { mock: { behaviour: { reply: 'ok' } } })
+  const client = h.client()
+  const r = await client.responses.create({
+    model: MODEL,
+    input: [
+      { role: 'user', content: 'q' },
+      { type: 'function_call', call_id: 'call_a', name: 'f', arguments: '{}' },
+      { type: 'function_call_output', call_id: 'call_a', output: 'r' },
+      { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'half', annotations: [] }], status: 'incomplete', id: 'msg_given' },
+      { role: 'user', content: 'go on' },
+    ],
+  } as never)
+  const items = await client.responses.inputItems.list(r.id, { order: 'asc' })
+  t.same(
+    items.data.map((i) => [i.type, (i as { status?: string }).status]),
+    [['message', 'completed'], ['function_call', 'completed'], ['function_call_output', 'completed'], ['message', 'incomplete'], ['message', 'completed']],
+  )
 })
 
 t.test('previous_response_id: the second turn carries the first; instructions are not inherited', async (t) => {

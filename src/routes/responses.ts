@@ -36,7 +36,7 @@ export function responseRoutes(responses: ResponseStore) {
   /** This response's own input items (references resolved), newest first by default, as OpenAI lists them. */
   const inputItems: Handler = async (ctx) => {
     const { rec } = await load(ctx)
-    sendJson(ctx.res, 200, listPage<StoredItem>(rec.input, ctx.query, (i) => i.id))
+    sendJson(ctx.res, 200, listPage<StoredItem>(rec.input.map(listedItem), ctx.query, (i) => i.id))
   }
 
   const cancel: Handler = async (ctx) => {
@@ -45,6 +45,14 @@ export function responseRoutes(responses: ResponseStore) {
   }
 
   return { get, del, inputItems, cancel }
+}
+
+/** Item types whose `status` OpenAI fills in when it lists items (optional when a client sends them). */
+const LISTED_WITH_STATUS: ReadonlySet<string> = new Set(['message', 'function_call', 'function_call_output', 'reasoning'])
+
+/** An input item as listed: with a status, `completed` unless the client sent one (the item was whole when it ran). */
+function listedItem(item: StoredItem): StoredItem {
+  return LISTED_WITH_STATUS.has(item.type) && (item.status === undefined || item.status === null) ? { ...item, status: 'completed' } : item
 }
 
 /** A stored response as the Response object the SDKs parse. */
