@@ -201,6 +201,29 @@ t.test("a call and its output that do not pair are OpenAI's 400 naming input, in
   t.equal(paired.status, 'completed', 'a call answered in the same input is fine')
 })
 
+t.test("a conversation's unanswered calls are checked as a chain's: OpenAI's 400s, not a silent drop", async (t) => {
+  const h = await startHarness(t, { mock: { behaviour: { toolCalls: [{ name: 'f', arguments: '{}' }] } } })
+  const client = h.client()
+  const tools: OpenAI.Responses.Tool[] = [{ type: 'function', name: 'f', parameters: null, strict: null }]
+  const conv = await client.conversations.create({})
+  const r1 = await client.responses.create({ model: MODEL, conversation: conv.id, input: 'q', tools })
+  const callId = (r1.output.find((i) => i.type === 'function_call') as OpenAI.Responses.ResponseFunctionToolCall).call_id
+  h.mock.setDefault({ reply: 'ok' })
+  const before = h.mock.requests.length
+  const cases: Array<[string, OpenAI.Responses.ResponseInput | string, string]> = [
+    ['a new message while a call waits', 'never mind', `No tool output found for function call ${callId}.`],
+    ['an output for no call', [{ type: 'function_call_output', call_id: 'call_zz', output: 'x' }], 'No tool call found for function call output with call_id call_zz.'],
+  ]
+  for (const [why, input, message] of cases) {
+    const e = await client.responses.create({ model: MODEL, conversation: conv.id, input, tools }).then(() => undefined, (err: unknown) => err)
+    t.ok(e instanceof OpenAI.BadRequestError, why)
+    t.match((e as { error: unknown }).error, { message, param: 'input' }, why)
+  }
+  t.equal(h.mock.requests.length, before, 'nothing reached the upstream')
+  const r2 = await client.responses.create({ model: MODEL, conversation: conv.id, input: [{ type: 'function_call_output', call_id: callId, output: 'x' }], tools })
+  t.equal(r2.output_text, 'ok', 'answering the call goes through')
+})
+
 t.test('conversations are sessions: items, the sessions API and a second turn that sees the first', async (t) => {
   const h = await startHarness(t)
   const client = h.client()

@@ -36,7 +36,7 @@ import {
 } from './output.js'
 import { parseResponsesRequest, type ResponsesRequest } from './request.js'
 import { fileSearchItem } from './file-search.js'
-import { checkCallPairs, newId, type ChainCache, resolveReferences, storedItems, turnMessages, walkChain, type Chain } from './state.js'
+import { checkCallPairs, newId, sessionPendingCalls, type ChainCache, resolveReferences, storedItems, turnMessages, walkChain, type Chain } from './state.js'
 import { encodeEvent, encodeEvents, JsonText, ResponseStreamTranslator } from './stream-translator.js'
 
 export interface ResponsesHandlerOptions {
@@ -93,7 +93,9 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
     }
     const input = r.input.some((item) => item.type === 'item_reference') ? await resolveReferences(r.input, o.responses, tenant.id) : r.input
     // With neither a chain nor a conversation, the input is the whole context: nothing is pending before it.
-    checkCallPairs(input, chain !== undefined ? chain.pendingCalls : conversationId !== undefined ? undefined : [])
+    const pendingCalls =
+      chain !== undefined ? chain.pendingCalls : conversationId !== undefined ? await sessionPendingCalls(o.sessions, tenant.id, conversationId) : []
+    checkCallPairs(input, pendingCalls)
     const resolved =
       o.files !== undefined && namesInputFiles(input)
         ? await resolveInputFiles(input, new FileQuoter(o.files.texts, tenant.id, await o.files.window(r.model, authorization, ctx)), 'input')

@@ -6,7 +6,8 @@
 import { randomFillSync } from 'node:crypto'
 import { gatewayError, invalidParam } from '../errors.js'
 import { LRUCache } from 'lru-cache'
-import type { ResponseStore, StoredItem, StoredResponse } from '../storage/interface.js'
+import type { ResponseStore, SessionStore, StoredItem, StoredResponse } from '../storage/interface.js'
+import { hasToolCalls } from '../messages/pairing.js'
 import { storedMessage } from '../messages/stored-message.js'
 import type { ChatMessage, StoredMessage, Tokens } from '../types.js'
 import type { ResponseItem } from './items.js'
@@ -152,21 +153,21 @@ export async function walkChain(responses: ResponseStore, tenant: string, id: st
 /**
  * OpenAI's checks on the calls of a request's context, in its words and naming `input` (the chat planner's own check
  * would name `messages[i]`, which a Responses client never sent):
- * - every call the previous response ended with (`pendingCalls`) and every call of the input is answered by an output
- *   in the input ("No tool output found for function call call_…"); packing would otherwise drop the unanswered call
- *   silently and the model would answer as if it had never asked;
+ * - every call the context ended with (`pendingCalls`: the previous response's, or a conversation's newest message's)
+ *   and every call of the input is answered by an output in the input ("No tool output found for function call
+ *   call_…"); packing would otherwise drop the unanswered call silently and the model would answer as if it had never
+ *   asked;
  * - every output answers a call of the input before it or a pending one ("No tool call found for function call output
- *   with call_id call_…"). `pendingCalls` undefined: the context is a conversation (a session), whose last calls are
- *   only read by the planner, which checks those outputs itself.
+ *   with call_id call_…").
  */
-export function checkCallPairs(input: readonly ResponseItem[], pendingCalls: readonly string[] | undefined): void {
+export function checkCallPairs(input: readonly ResponseItem[], pendingCalls: readonly string[]): void {
   const called = new Set<string>(pendingCalls)
   const answered = new Set<string>()
   for (const item of input) {
     if (typeof item.call_id !== 'string') continue
     if (item.type === 'function_call' || item.type === 'custom_tool_call') called.add(item.call_id)
     else if (item.type === 'function_call_output' || item.type === 'custom_tool_call_output') {
-      if (pendingCalls !== undefined && !called.has(item.call_id))
+      if (!called.has(item.call_id))
         throw invalidParam('input', `No tool call found for function call output with call_id ${item.call_id}.`)
       answered.add(item.call_id)
     }
@@ -174,6 +175,15 @@ export function checkCallPairs(input: readonly ResponseItem[], pendingCalls: rea
   for (const id of called) {
     if (!answered.has(id)) throw invalidParam('input', `No tool output found for function call ${id}.`)
   }
+}
+
+/**
+ * The calls a conversation's (session's) newest message made: nothing can have answered them, since answers come after
+ * them. One message read; the planner reads the history again to pack it.
+ */
+export async function sessionPendingCalls(sessions: SessionStore, tenant: string, sessionId: string): Promise<string[]> {
+  const last = (await sessions.history(tenant, sessionId, 1)).at(-1)?.message
+  return last !== undefined && hasToolCalls(last) ? (last.tool_calls ?? []).map((c) => c.id) : []
 }
 
 export function previousNotFound(id: string): Error {
