@@ -94,7 +94,13 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
     const input = r.input.some((item) => item.type === 'item_reference') ? await resolveReferences(r.input, o.responses, tenant.id) : r.input
     // With neither a chain nor a conversation, the input is the whole context: nothing is pending before it.
     const pendingCalls =
-      chain !== undefined ? chain.pendingCalls : conversationId !== undefined ? await sessionPendingCalls(o.sessions, tenant.id, conversationId) : []
+      chain !== undefined
+        ? chain.pendingCalls
+        : r.conversationId !== undefined
+          ? await sessionPendingCalls(o.sessions, tenant.id, r.conversationId)
+          : conversationId !== undefined
+            ? undefined
+            : []
     checkCallPairs(input, pendingCalls)
     const resolved =
       o.files !== undefined && namesInputFiles(input)

@@ -159,15 +159,18 @@ export async function walkChain(responses: ResponseStore, tenant: string, id: st
  *   asked;
  * - every output answers a call of the input before it or a pending one ("No tool call found for function call output
  *   with call_id call_…").
+ * `pendingCalls` undefined: the context is a chat session named by `sessionId`, followed as chat follows it (a client
+ * that resends its history may regenerate a turn that ended with calls); only the input's own calls are checked here,
+ * the rest by the planner.
  */
-export function checkCallPairs(input: readonly ResponseItem[], pendingCalls: readonly string[]): void {
+export function checkCallPairs(input: readonly ResponseItem[], pendingCalls: readonly string[] | undefined): void {
   const called = new Set<string>(pendingCalls)
   const answered = new Set<string>()
   for (const item of input) {
     if (typeof item.call_id !== 'string') continue
     if (item.type === 'function_call' || item.type === 'custom_tool_call') called.add(item.call_id)
     else if (item.type === 'function_call_output' || item.type === 'custom_tool_call_output') {
-      if (!called.has(item.call_id))
+      if (pendingCalls !== undefined && !called.has(item.call_id))
         throw invalidParam('input', `No tool call found for function call output with call_id ${item.call_id}.`)
       answered.add(item.call_id)
     }
