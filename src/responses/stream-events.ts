@@ -139,8 +139,10 @@ export function messageItemJson(id: string, status: 'completed' | 'incomplete', 
 
 /** A message's content part while it streams. */
 export type Part =
-  /** `json`: the text's JSON, made once when the part closes (its done events, the item, the terminal event). */
-  /** `logprobs`: the text's tokens, when the caller asked for them (output.ts mapLogprobs). */
+  /**
+   * `json`: the text's JSON, made once when the part closes (its done events, the item, the terminal event).
+   * `logprobs`: the text's tokens, when the caller asked for them (output.ts mapLogprobs).
+   */
   | { type: 'output_text'; text: string; annotations: Record<string, unknown>[]; json?: string; logprobs?: unknown[] }
   | { type: 'refusal'; refusal: string }
 
