@@ -124,6 +124,20 @@ t.test('the usage chunk is forwarded when the client asked for it', async (t) =>
   t.match(await text(await s.response), USAGE + DONE)
 })
 
+t.test('with n > 1, every choice is relayed and only choice 0 is captured for memory', async (t) => {
+  // OpenAI streams each choice in its own events, told apart by `index`; the session keeps choice 0, as a JSON reply's.
+  const other = (content: string): string =>
+    `data: {"id":"gen-1","object":"chat.completion.chunk","choices":[{"index":1,"delta":{"content":${JSON.stringify(content)}}}]}\n\n`
+  const s = await relay(t)
+  s.upstream.push(other('Other ') + chunk('Hel') + other('reply') + chunk('lo'))
+  const res = await s.response
+  s.upstream.push(USAGE + DONE)
+  s.upstream.push(null)
+  t.equal(await text(res), other('Other ').replace(/}\n\n$/, ',"_metadata":{"memory":null}}\n\n') + chunk('Hel') + other('reply') + chunk('lo') + DONE)
+  t.same(s.saved, ['Hello'], 'choice 1 is not mixed into the saved reply')
+  t.match(await s.outcome, { kind: 'completed', text: 'Hello' })
+})
+
 t.test('the headers reach the client while the upstream has sent nothing yet', async (t) => {
   const s = await relay(t)
   const res = await s.response

@@ -131,7 +131,7 @@ export interface StreamFormat {
 }
 
 interface ChunkShape {
-  choices?: Array<{ delta?: unknown }>
+  choices?: Array<{ index?: unknown; delta?: unknown }>
   usage?: Usage
   error?: unknown
 }
@@ -262,7 +262,7 @@ async function relay(o: RelayOptions, timers: RelayTimers): Promise<StreamOutcom
         return
       }
       if (chunk.usage) usage = chunk.usage
-      const delta = choices?.[0]?.delta
+      const delta = choiceZeroDelta(choices)
       if (delta !== undefined && reply.push(delta) && reply.pieces === 1) o.onFirstToken?.()
       if (!metadataSent) {
         metadataSent = true
@@ -342,6 +342,16 @@ async function relay(o: RelayOptions, timers: RelayTimers): Promise<StreamOutcom
     return fail(gatewayError('upstream_invalid_response', { message: 'The upstream stream ended before [DONE]' }))
   }
   return complete()
+}
+
+/**
+ * Choice 0's delta in an event. With `n` > 1 the upstream streams each choice in events of its own, told apart by
+ * `index`: the reply kept for memory is choice 0's (as a JSON reply's `choices[0]`), never the choices run together.
+ */
+function choiceZeroDelta(choices: ChunkShape['choices']): unknown {
+  if (!Array.isArray(choices)) return undefined
+  for (const c of choices) if (c !== null && typeof c === 'object' && (c.index === undefined || c.index === 0)) return c.delta
+  return undefined
 }
 
 function isGatewayError(err: unknown): err is GatewayError {
