@@ -1,7 +1,8 @@
 /**
  * The assistant's message as the client will see it next time, for memory: from a non-stream completion, or assembled
  * from a stream's deltas. Tool calls arrive in fragments keyed by `index` (the first carries id, type and name, the
- * rest pieces of `arguments`, several calls interleaved); text, refusal and reasoning arrive as pieces to concatenate;
+ * rest pieces of `arguments`, several calls interleaved); text, refusal, reasoning and the deprecated `function_call`'s
+ * name and arguments arrive as pieces to concatenate;
  * OpenRouter's `reasoning_details` as items to keep in order (pieces of one item share its `index`).
  *
  * Only the fields a client sends back in an assistant message are kept (role, content, refusal, tool_calls,
@@ -42,6 +43,8 @@ export class ReplyAssembler {
   #reasoning = ''
   #calls: CallParts[] = []
   #details: Record<string, unknown>[] = []
+  /** The deprecated `function_call` (the `functions` API): its name and arguments arrive in pieces, as a tool call's. */
+  #functionCall: { name: string; arguments: string } | undefined
   #audioId: string | undefined
   /** Content pieces seen: the first marks the time to first token. */
   pieces = 0
@@ -64,6 +67,13 @@ export class ReplyAssembler {
     }
     if (Array.isArray(delta.tool_calls)) {
       for (const c of delta.tool_calls) if (this.#toolCall(c)) output = true
+    }
+    if (isObject(delta.function_call)) {
+      const f = delta.function_call
+      const call = (this.#functionCall ??= { name: '', arguments: '' })
+      if (typeof f.name === 'string') call.name += f.name
+      if (typeof f.arguments === 'string') call.arguments += f.arguments
+      output = true
     }
     if (Array.isArray(delta.reasoning_details)) {
       for (const d of delta.reasoning_details) if (isObject(d)) this.#detail(d)
@@ -91,10 +101,12 @@ export class ReplyAssembler {
     const calls: ToolCall[] = this.#calls
       .filter((c) => c !== undefined)
       .map((c) => ({ id: c.id, type: c.type, function: { name: c.name, arguments: c.args } }))
-    out.content = this.#content !== '' || calls.length === 0 ? this.#content : null
+    const called = calls.length > 0 || this.#functionCall !== undefined
+    out.content = this.#content !== '' || !called ? this.#content : null
     if (this.#refusal !== '') out.refusal = this.#refusal
     if (this.#reasoning !== '') out.reasoning = this.#reasoning
     if (calls.length > 0) out.tool_calls = calls
+    if (this.#functionCall !== undefined) out.function_call = { ...this.#functionCall }
     if (this.#details.length > 0) out.reasoning_details = this.#details
     if (this.#audioId !== undefined) out.audio = { id: this.#audioId }
     return out as unknown as ChatMessage
