@@ -7,7 +7,7 @@ import { invalidParam, gatewayError } from '../errors.js'
 import { validateMessages } from '../messages/schema.js'
 import type { ChatMessage, StoredMessage } from '../types.js'
 import { normalizeSessionId } from '../http/session-id.js'
-import { checkExtensionSpelling } from './extension-fields.js'
+import { checkExtensionSpelling, PROVIDER_FIELDS } from './extension-fields.js'
 
 export interface ChatRequest {
   model: string
@@ -50,7 +50,7 @@ export function validateChat(
   limits: ValidationLimits,
   headers: { sessionId?: string } = {},
 ): ChatRequest {
-  checkExtensionSpelling(body)
+  checkExtensionSpelling(body, PROVIDER_FIELDS)
   const model = body.model
   if (model === undefined) throw gatewayError('missing_parameter', { param: 'model', message: 'model is required' })
   if (typeof model !== 'string' || !MODEL_RE.test(model) || model.length > 256) {
