@@ -158,6 +158,18 @@ t.test("a streamed function_call (the deprecated functions API) is assembled int
   t.match(await s.outcome, { kind: 'completed' })
 })
 
+t.test('an event whose data spans several data: lines reaches the client as several data: lines', async (t) => {
+  // Legal SSE (the lines are joined with "\n", and JSON allows the break between tokens): written back as one line
+  // with the break in it, the client read the second line as an unknown field and the first as broken JSON.
+  const split = (content: string, extra = ''): string =>
+    `data: {"id":"gen-1","object":"chat.completion.chunk",\ndata: "choices":[{"index":0,"delta":{"content":${JSON.stringify(content)}}}]${extra}}\n\n`
+  const s = await relay(t)
+  s.upstream.push(split('Hel') + split('lo') + DONE)
+  s.upstream.push(null)
+  t.equal(await text(await s.response), split('Hel', ',"_metadata":{"memory":null}') + split('lo') + DONE)
+  t.same(s.saved, ['Hello'])
+})
+
 t.test('the headers reach the client while the upstream has sent nothing yet', async (t) => {
   const s = await relay(t)
   const res = await s.response

@@ -198,11 +198,13 @@ async function relay(o: RelayOptions, timers: RelayTimers): Promise<StreamOutcom
         done = true
         return
       }
+      // What is written back: the data as it came, its lines (rare: every provider sends one) each a `data:` line again.
+      const wire = e.multiline === true ? e.data.replaceAll('\n', '\ndata: ') : e.data
       // With nobody to read the reply, an event after the first output needs no capture: a scan tells the usage chunk
       // and an error apart from everything relayed as it came. Measured: see docs/benchmarks.md, "Relay and Responses
       // CPU, 2026-11-27".
       if (relayOnly && reply.pieces > 0 && choiceDeltaOnly(e.data)) {
-        out += `data: ${e.data}\n\n`
+        out += `data: ${wire}\n\n`
         return
       }
       // Most events are one piece of text: captured without a parse (content-delta.ts), relayed as they came. The
@@ -213,7 +215,7 @@ async function relay(o: RelayOptions, timers: RelayTimers): Promise<StreamOutcom
           const text = format?.text?.(piece)
           if (format === undefined || text !== undefined) {
             const first = reply.pushContent(piece.text) && reply.pieces === 1
-            out += text ?? `data: ${e.data}\n\n`
+            out += text ?? `data: ${wire}\n\n`
             if (first) {
               o.onFirstToken?.()
               // As below: a translated stream's first output leaves at once.
@@ -252,13 +254,13 @@ async function relay(o: RelayOptions, timers: RelayTimers): Promise<StreamOutcom
       }
       if (chunk.error !== undefined) {
         upstreamError = true
-        out += `data: ${e.data}\n\n`
+        out += `data: ${wire}\n\n`
         return
       }
       const choices = chunk.choices
       if (Array.isArray(choices) && choices.length === 0) {
         if (chunk.usage) usage = chunk.usage
-        if (o.includeUsage) out += `data: ${e.data}\n\n`
+        if (o.includeUsage) out += `data: ${wire}\n\n`
         return
       }
       if (chunk.usage) usage = chunk.usage
@@ -266,12 +268,12 @@ async function relay(o: RelayOptions, timers: RelayTimers): Promise<StreamOutcom
       if (delta !== undefined && reply.push(delta) && reply.pieces === 1) o.onFirstToken?.()
       if (!metadataSent) {
         metadataSent = true
-        out += `data: ${spliceMetadata(e.data, o.metadataJson)}\n\n`
+        out += `data: ${spliceMetadata(wire, o.metadataJson)}\n\n`
         // The first event leaves at once with the headers (time to first chunk), not after the rest of its network
         // chunk: an upstream that sends many events in one packet would otherwise hold it behind all of them.
         writeNow()
       } else {
-        out += `data: ${e.data}\n\n`
+        out += `data: ${wire}\n\n`
       }
     },
   })
