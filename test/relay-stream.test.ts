@@ -158,6 +158,29 @@ t.test("a streamed function_call (the deprecated functions API) is assembled int
   t.match(await s.outcome, { kind: 'completed' })
 })
 
+t.test('a tool call whose name comes again in every fragment is saved with its name once, as the SDK shows it', async (t) => {
+  // Some providers repeat `function.name` in each delta; the official SDK's stream assembly takes a name whole (it
+  // replaces, and appends only the arguments), so the client sees `get_weather`: memory must keep what it saw.
+  const delta = (d: object, finish: string | null = null): string =>
+    `data: ${JSON.stringify({ id: 'gen-1', object: 'chat.completion.chunk', choices: [{ index: 0, delta: d, finish_reason: finish }] })}\n\n`
+  const call = (args: string, head = {}): object => ({ tool_calls: [{ index: 0, ...head, function: { name: 'get_weather', arguments: args } }] })
+  const s = await relay(t)
+  s.upstream.push(delta({ role: 'assistant', content: null, ...call('', { id: 'call_1', type: 'function' }) }))
+  s.upstream.push(delta(call('{"city":')) + delta(call('"Oslo"}')))
+  s.upstream.push(delta({ function_call: { name: 'legacy', arguments: '{' } }) + delta({ function_call: { name: 'legacy', arguments: '}' } }))
+  s.upstream.push(delta({}, 'tool_calls') + DONE)
+  s.upstream.push(null)
+  await text(await s.response)
+  t.same(s.replies, [
+    {
+      role: 'assistant',
+      content: null,
+      tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }],
+      function_call: { name: 'legacy', arguments: '{}' },
+    },
+  ])
+})
+
 t.test('an event whose data spans several data: lines reaches the client as several data: lines', async (t) => {
   // Legal SSE (the lines are joined with "\n", and JSON allows the break between tokens): written back as one line
   // with the break in it, the client read the second line as an unknown field and the first as broken JSON.

@@ -1,8 +1,8 @@
 /**
  * The assistant's message as the client will see it next time, for memory: from a non-stream completion, or assembled
  * from a stream's deltas. Tool calls arrive in fragments keyed by `index` (the first carries id, type and name, the
- * rest pieces of `arguments`, several calls interleaved); text, refusal, reasoning and the deprecated `function_call`'s
- * name and arguments arrive as pieces to concatenate;
+ * rest pieces of `arguments`, several calls interleaved); text, refusal, reasoning and the arguments of the deprecated
+ * `function_call` arrive as pieces to concatenate;
  * OpenRouter's `reasoning_details` as items to keep in order (pieces of one item share its `index`).
  *
  * Only the fields a client sends back in an assistant message are kept (role, content, refusal, tool_calls,
@@ -71,7 +71,7 @@ export class ReplyAssembler {
     if (isObject(delta.function_call)) {
       const f = delta.function_call
       const call = (this.#functionCall ??= { name: '', arguments: '' })
-      if (typeof f.name === 'string') call.name += f.name
+      if (typeof f.name === 'string' && f.name !== '') call.name = f.name
       if (typeof f.arguments === 'string') call.arguments += f.arguments
       output = true
     }
@@ -121,7 +121,9 @@ export class ReplyAssembler {
     if (typeof c.type === 'string' && c.type !== '') call.type = c.type
     const f = c.function
     if (isObject(f)) {
-      if (typeof f.name === 'string') call.name += f.name
+      // A name comes whole (in the call's first fragment; some providers repeat it in every one): taken, not appended,
+      // as the official SDKs assemble it, so memory keeps the call the client saw. Arguments come in pieces.
+      if (typeof f.name === 'string' && f.name !== '') call.name = f.name
       if (typeof f.arguments === 'string') call.args += f.arguments
     }
     return true
