@@ -82,6 +82,10 @@ t.test('developer role, image and text parts, max_completion_tokens: accepted, c
   const withTools = await create(h, { messages: [{ role: 'user', content: 'What is in this picture?' }], tools: [WEATHER], tool_choice: 'none' })
   const plain = await create(h, { messages: [{ role: 'user', content: 'What is in this picture?' }] })
   t.ok(metaOf(withTools).context.totalTokens > metaOf(plain).context.totalTokens + 10, 'tool definitions take room in the budget')
+  // The deprecated `functions` parameter carries the same definitions, passed through: counted alike.
+  const withFunctions = await create(h, { messages: [{ role: 'user', content: 'What is in this picture?' }], functions: [WEATHER.function], function_call: 'none' })
+  t.same(h.mock.lastChatBody()?.functions, [WEATHER.function], 'functions passed through')
+  t.equal(metaOf(withFunctions).context.totalTokens, metaOf(withTools).context.totalTokens, 'functions take the room the same tools take')
 })
 
 t.test("broken pairing: OpenAI's 400 and texts, naming the message; nothing reaches the upstream", async (t) => {

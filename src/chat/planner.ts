@@ -146,7 +146,7 @@ export class Planner implements ChatPlanner {
     const usable = o.counter.usableWindow(req.model, window)
     const reserve = replyReserve(req, usable, o.defaultMaxTokens)
     const model = req.model
-    const toolTokens = o.counter.toolsTokens(req.passthrough.tools, model)
+    const toolTokens = o.counter.toolsTokens(req.passthrough.tools, model, req.passthrough.functions)
     const { system, other } = splitRequest(req.messages)
 
     // Read enough to recognise a client that resends its whole history (at least its length), then align.
