@@ -29,6 +29,17 @@ export function replyFromCompletion(completion: Record<string, unknown>): ChatMe
   return out as unknown as ChatMessage
 }
 
+/**
+ * The completion's choice 0 finished with an error: OpenRouter reports an error met while the model was generating as
+ * a 200 whose choice has `finish_reason: "error"` (and the error beside it). The reply is relayed as it came; the
+ * exchange failed, and a failed exchange is not saved.
+ */
+export function generationFailed(completion: Record<string, unknown>): boolean {
+  const choices = completion.choices
+  const first: unknown = Array.isArray(choices) ? choices[0] : undefined
+  return isObject(first) && (first.finish_reason === 'error' || isObject(first.error))
+}
+
 interface CallParts {
   id: string
   type: string
