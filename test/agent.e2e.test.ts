@@ -82,6 +82,10 @@ t.test('developer role, image and text parts, max_completion_tokens: accepted, c
   const withTools = await create(h, { messages: [{ role: 'user', content: 'What is in this picture?' }], tools: [WEATHER], tool_choice: 'none' })
   const plain = await create(h, { messages: [{ role: 'user', content: 'What is in this picture?' }] })
   t.ok(metaOf(withTools).context.totalTokens > metaOf(plain).context.totalTokens + 10, 'tool definitions take room in the budget')
+  // The deprecated `functions` parameter carries the same definitions, passed through: counted alike.
+  const withFunctions = await create(h, { messages: [{ role: 'user', content: 'What is in this picture?' }], functions: [WEATHER.function], function_call: 'none' })
+  t.same(h.mock.lastChatBody()?.functions, [WEATHER.function], 'functions passed through')
+  t.equal(metaOf(withFunctions).context.totalTokens, metaOf(withTools).context.totalTokens, 'functions take the room the same tools take')
 })
 
 t.test("broken pairing: OpenAI's 400 and texts, naming the message; nothing reaches the upstream", async (t) => {
@@ -167,6 +171,32 @@ t.test('a tool call remembered in a session: the next request carries only the r
     1,
     'only the answered call is in the prompt',
   )
+})
+
+t.test('a tool loop with memory and files: the turn that carries only the results is searched with the stored question', async (t) => {
+  const h = await startHarness(t)
+  const up = await h.fetch('/api/v1/files', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ filename: 'travel.md', content: '# Travel policy\n\nIn snow, staff travelling to Oslo take the airport train, never a taxi.' }),
+  })
+  t.equal(up.status, 201)
+  type Rag = { query: string | null; reason: string | null; sources: Array<{ filename: string }> }
+  const ragOf = (r: unknown): Rag => (r as { _metadata: { rag: Rag } })._metadata.rag
+  const question = 'How should staff travel to Oslo if it snows?'
+  const first = await create(h, { messages: [{ role: 'user', content: question }], tools: [WEATHER], sessionId: 'agent-rag', useRAG: true })
+  t.equal(ragOf(first).sources[0]?.filename, 'travel.md', 'the question turn got the excerpt')
+  const call = first.choices[0]?.message.tool_calls?.[0]
+  const second = await create(h, {
+    messages: [{ role: 'tool', tool_call_id: call?.id ?? '', content: '-3°C, snow' }],
+    tools: [WEATHER],
+    sessionId: 'agent-rag',
+    useRAG: true,
+  })
+  // The answer is written on this turn: without the excerpt it would answer from the weather alone.
+  t.match(ragOf(second), { query: question, reason: null })
+  t.equal(ragOf(second).sources[0]?.filename, 'travel.md')
+  t.match(JSON.stringify(sent(h)), /airport train/, 'the excerpt went upstream with the results')
 })
 
 t.test('a streamed tool call is assembled from its deltas and remembered', async (t) => {

@@ -11,7 +11,7 @@ const metaOf = (r: unknown): Meta => (r as { _metadata: Meta })._metadata
 t.test('a field that differs from an extension by case or separators is a 400 naming the right spelling', async (t) => {
   const h = await startHarness(t)
   const before = h.mock.requests.length
-  const pairs: Array<[string, string]> = [['sessionID', 'sessionId'], ['session_id', 'sessionId'], ['use_rag', 'useRAG'], ['SaveToMemory', 'saveToMemory'], ['rag-query', 'ragQuery']]
+  const pairs: Array<[string, string]> = [['sessionID', 'sessionId'], ['Session-Id', 'sessionId'], ['use_rag', 'useRAG'], ['SaveToMemory', 'saveToMemory'], ['rag-query', 'ragQuery']]
   for (const [field, right] of pairs) {
     const body = { model: 'openai/gpt-4o-mini', messages: [{ role: 'user' as const, content: 'hi' }], [field]: 'x' }
     const err = await h.client().chat.completions.create(body).catch((e: unknown) => e)
@@ -25,6 +25,21 @@ t.test('a field that differs from an extension by case or separators is a 400 na
     user: 'u-1', provider: { order: ['openai'] },
   })
   t.ok(ok.id, 'ordinary provider fields still pass')
+})
+
+t.test("OpenRouter's own session_id (its broadcast grouping) passes upstream unchanged; it is not a recallgate session", async (t) => {
+  const h = await startHarness(t)
+  // LangChain's ChatOpenRouter sends it (from OPENROUTER_SESSION_ID too): refusing it broke every such request.
+  const res = await h.client().chat.completions.create({
+    model: 'openai/gpt-4o-mini',
+    messages: [{ role: 'user', content: 'hi' }],
+    // @ts-expect-error OpenRouter's field
+    session_id: 'workflow-7',
+  })
+  t.equal(h.mock.lastChatBody()?.session_id, 'workflow-7', 'sent upstream as it came')
+  t.equal(metaOf(res).memory.sessionId, null, 'no memory: that is sessionId')
+  const list = (await (await h.fetch('/api/v1/sessions', { provider: null })).json()) as { data: unknown[] }
+  t.same(list.data, [], 'no session made')
 })
 
 t.test('session ids: NFC and NFD are one session, surrounding spaces are dropped, blank is refused', async (t) => {

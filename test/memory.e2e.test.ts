@@ -83,6 +83,11 @@ t.test('saveToMemory:false, upstream errors and mid-stream errors save nothing; 
     ...({ sessionId: 'keep', useRAG: false } as object),
   })
   await t.rejects((async () => { for await (const _ of stream) { /* drain */ } })())
+  // OpenRouter reports an error met while generating a JSON reply as a 200 whose choice finished with "error": the
+  // client gets it as it came, and the failed exchange is not saved.
+  h.mock.enqueue({ reply: 'half of', choiceError: { message: 'Provider disconnected' } })
+  const failed = await ask(h, 'keep', 'fails while generating')
+  t.match(failed.choices[0], { finish_reason: 'error', error: { message: 'Provider disconnected' } })
   const s = await session(h, 'keep')
   t.equal(s.body.messages?.length, 2, 'only the first exchange is stored')
   t.equal(s.body.messages?.[0]?.content, 'first fact')

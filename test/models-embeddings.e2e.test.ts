@@ -28,6 +28,18 @@ t.test('models.retrieve finds a model whose id has a slash, and a model the upst
   t.equal(noKey.status, 401, 'a service key is needed, as for the list')
 })
 
+t.test("models.retrieve from a client that sends the id's slash as it is (the Python SDK's f\"/models/{model}\")", async (t) => {
+  const h = await startHarness(t)
+  const plain = await h.fetch('/api/v1/models/openai/gpt-4o')
+  t.equal(plain.status, 200)
+  t.match(await plain.json(), { id: 'openai/gpt-4o', context_length: 128000 })
+  const variant = await h.fetch('/api/v1/models/anthropic/claude-3.5-sonnet')
+  t.match(await variant.json(), { id: 'anthropic/claude-3.5-sonnet' })
+  const unknown = await h.fetch('/api/v1/models/nobody/nothing')
+  t.equal(unknown.status, 404)
+  t.match(await unknown.json(), { error: { param: 'model', code: 'model_not_found', message: 'The model "nobody/nothing" does not exist' } })
+})
+
 t.test('embeddings.create is relayed with the caller key, in both encodings, and its errors are the upstream ones', async (t) => {
   const h = await startHarness(t)
   const client = h.client()

@@ -59,6 +59,33 @@ t.test('a question a file answers still gets its chunk', async (t) => {
   t.ok((r.rag.bestRelevance ?? 0) >= 0.5)
 })
 
+t.test('a question with an image, audio or a file attached is searched for what the user typed alone', async (t) => {
+  const h = await setup(t)
+  const question = 'What pressure should the boiler stay at?'
+  const plain = await ask(h, question)
+  const meta = async (messages: unknown[]): Promise<Rag> => {
+    const res = await h.client().chat.completions.create({ model: 'openai/gpt-4o', messages } as never)
+    return (res as unknown as { _metadata: { rag: Rag } })._metadata.rag
+  }
+  const attached = [
+    { type: 'text', text: question },
+    { type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } },
+    { type: 'input_audio', input_audio: { data: 'AAAA', format: 'wav' } },
+    { type: 'file', file: { file_data: 'data:application/pdf;base64,AAAA', filename: 'scan.pdf' } },
+  ]
+  const withMedia = await meta([{ role: 'user', content: attached }])
+  t.equal(withMedia.query, question, 'no [image]/[audio]/[file] markers in the query')
+  t.equal(withMedia.bestRelevance, plain.rag.bestRelevance, 'the attachments do not dilute the relevance')
+  t.equal(withMedia.sources[0]?.filename, 'boiler.md')
+  // A turn that is only an image has no text: the question is the last user text, as in a tool loop.
+  const imageOnly = await meta([
+    { role: 'user', content: question },
+    { role: 'assistant', content: 'Between 1.2 and 1.5 bar.' },
+    { role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://example.com/gauge.png' } }] },
+  ])
+  t.equal(imageOnly.query, question)
+})
+
 t.test('ragQuery "" searches for nothing; useRAG false and no files say so', async (t) => {
   const h = await setup(t)
   for (const q of ['', '   ']) {

@@ -9,6 +9,7 @@ import { Readable } from 'node:stream'
 import t, { type Test } from 'tap'
 import { relayStream, SSE_HEADERS, type StreamOutcome } from '../src/chat/relay-stream.js'
 import { ClientGone } from '../src/http/client-gone.js'
+import type { ChatMessage } from '../src/types.js'
 
 const chunk = (content: string, extra = ''): string =>
   `data: {"id":"gen-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":${JSON.stringify(content)}}}]${extra}}\n\n`
@@ -20,6 +21,8 @@ interface Setup {
   outcome: Promise<StreamOutcome>
   response: Promise<IncomingMessage>
   saved: string[]
+  /** The whole assistant message each save was given. */
+  replies: ChatMessage[]
   url: string
 }
 
@@ -27,6 +30,7 @@ interface Setup {
 async function relay(t: Test, o: { includeUsage?: boolean; highWaterMark?: number; saves?: boolean; needsReply?: boolean; prefix?: string } = {}): Promise<Setup> {
   const upstream = new Readable({ read() {}, highWaterMark: o.highWaterMark ?? 16 * 1024 })
   const saved: string[] = []
+  const replies: ChatMessage[] = []
   let resolveOutcome: (v: StreamOutcome) => void = () => undefined
   const outcome = new Promise<StreamOutcome>((r) => (resolveOutcome = r))
   const server = createServer((req, res) => {
@@ -47,7 +51,10 @@ async function relay(t: Test, o: { includeUsage?: boolean; highWaterMark?: numbe
       ...(o.saves === undefined ? {} : { saves: o.saves }),
       ...(o.needsReply === undefined ? {} : { needsReply: o.needsReply }),
       ...(o.prefix === undefined ? {} : { prefix: o.prefix }),
-      onComplete: async (reply) => void saved.push(reply.content as string),
+      onComplete: async (reply) => {
+        saved.push(reply.content as string)
+        replies.push(reply)
+      },
     }).then(resolveOutcome)
   })
   server.listen(0, '127.0.0.1')
@@ -62,7 +69,7 @@ async function relay(t: Test, o: { includeUsage?: boolean; highWaterMark?: numbe
     req.on('error', reject)
     req.end()
   })
-  return { upstream, outcome, response, saved, url }
+  return { upstream, outcome, response, saved, replies, url }
 }
 
 async function text(res: IncomingMessage): Promise<string> {
@@ -122,6 +129,68 @@ t.test('the usage chunk is forwarded when the client asked for it', async (t) =>
   s.upstream.push(chunk('a') + USAGE + DONE)
   s.upstream.push(null)
   t.match(await text(await s.response), USAGE + DONE)
+})
+
+t.test('with n > 1, every choice is relayed and only choice 0 is captured for memory', async (t) => {
+  // OpenAI streams each choice in its own events, told apart by `index`; the session keeps choice 0, as a JSON reply's.
+  const other = (content: string): string =>
+    `data: {"id":"gen-1","object":"chat.completion.chunk","choices":[{"index":1,"delta":{"content":${JSON.stringify(content)}}}]}\n\n`
+  const s = await relay(t)
+  s.upstream.push(other('Other ') + chunk('Hel') + other('reply') + chunk('lo'))
+  const res = await s.response
+  s.upstream.push(USAGE + DONE)
+  s.upstream.push(null)
+  t.equal(await text(res), other('Other ').replace(/}\n\n$/, ',"_metadata":{"memory":null}}\n\n') + chunk('Hel') + other('reply') + chunk('lo') + DONE)
+  t.same(s.saved, ['Hello'], 'choice 1 is not mixed into the saved reply')
+  t.match(await s.outcome, { kind: 'completed', text: 'Hello' })
+})
+
+t.test("a streamed function_call (the deprecated functions API) is assembled into the saved reply, as a JSON reply's", async (t) => {
+  const delta = (d: object, finish: string | null = null): string =>
+    `data: ${JSON.stringify({ id: 'gen-1', object: 'chat.completion.chunk', choices: [{ index: 0, delta: d, finish_reason: finish }] })}\n\n`
+  const s = await relay(t)
+  s.upstream.push(delta({ role: 'assistant', content: null, function_call: { name: 'get_weather', arguments: '' } }))
+  s.upstream.push(delta({ function_call: { arguments: '{"city":' } }) + delta({ function_call: { arguments: '"Paris"}' } }))
+  s.upstream.push(delta({}, 'function_call') + DONE)
+  s.upstream.push(null)
+  await text(await s.response)
+  t.same(s.replies, [{ role: 'assistant', content: null, function_call: { name: 'get_weather', arguments: '{"city":"Paris"}' } }])
+  t.match(await s.outcome, { kind: 'completed' })
+})
+
+t.test('a tool call whose name comes again in every fragment is saved with its name once, as the SDK shows it', async (t) => {
+  // Some providers repeat `function.name` in each delta; the official SDK's stream assembly takes a name whole (it
+  // replaces, and appends only the arguments), so the client sees `get_weather`: memory must keep what it saw.
+  const delta = (d: object, finish: string | null = null): string =>
+    `data: ${JSON.stringify({ id: 'gen-1', object: 'chat.completion.chunk', choices: [{ index: 0, delta: d, finish_reason: finish }] })}\n\n`
+  const call = (args: string, head = {}): object => ({ tool_calls: [{ index: 0, ...head, function: { name: 'get_weather', arguments: args } }] })
+  const s = await relay(t)
+  s.upstream.push(delta({ role: 'assistant', content: null, ...call('', { id: 'call_1', type: 'function' }) }))
+  s.upstream.push(delta(call('{"city":')) + delta(call('"Oslo"}')))
+  s.upstream.push(delta({ function_call: { name: 'legacy', arguments: '{' } }) + delta({ function_call: { name: 'legacy', arguments: '}' } }))
+  s.upstream.push(delta({}, 'tool_calls') + DONE)
+  s.upstream.push(null)
+  await text(await s.response)
+  t.same(s.replies, [
+    {
+      role: 'assistant',
+      content: null,
+      tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }],
+      function_call: { name: 'legacy', arguments: '{}' },
+    },
+  ])
+})
+
+t.test('an event whose data spans several data: lines reaches the client as several data: lines', async (t) => {
+  // Legal SSE (the lines are joined with "\n", and JSON allows the break between tokens): written back as one line
+  // with the break in it, the client read the second line as an unknown field and the first as broken JSON.
+  const split = (content: string, extra = ''): string =>
+    `data: {"id":"gen-1","object":"chat.completion.chunk",\ndata: "choices":[{"index":0,"delta":{"content":${JSON.stringify(content)}}}]${extra}}\n\n`
+  const s = await relay(t)
+  s.upstream.push(split('Hel') + split('lo') + DONE)
+  s.upstream.push(null)
+  t.equal(await text(await s.response), split('Hel', ',"_metadata":{"memory":null}') + split('lo') + DONE)
+  t.same(s.saved, ['Hello'])
 })
 
 t.test('the headers reach the client while the upstream has sent nothing yet', async (t) => {

@@ -48,6 +48,7 @@ function oracle(bytes: Uint8Array): Outcome {
     if (line === '') {
       if (data.length > 0) {
         const ev: SseEvent = { data: data.join('\n') }
+        if (data.length > 1) ev.multiline = true
         if (type !== undefined) ev.event = type
         if (id !== undefined) ev.id = id
         events.push(ev)
@@ -119,8 +120,8 @@ t.test('mid-stream error event arrives as data with a top-level error and no [DO
 
 t.test('field rules', async (t) => {
   const cases: Array<[string, string, SseEvent[], string[]]> = [
-    ['multi-line data joined with \\n', 'data: a\ndata:b\ndata:  c\n\n', [{ data: 'a\nb\n c' }], []],
-    ['field without colon is a field with empty value', 'data\ndata\n\n', [{ data: '\n' }], []],
+    ['multi-line data joined with \\n', 'data: a\ndata:b\ndata:  c\n\n', [{ data: 'a\nb\n c', multiline: true }], []],
+    ['field without colon is a field with empty value', 'data\ndata\n\n', [{ data: '\n', multiline: true }], []],
     ['empty data still dispatches', 'data:\n\n', [{ data: '' }], []],
     ['event and id', 'event: delta\nid: 7\ndata: x\n\n', [{ data: 'x', event: 'delta', id: '7' }], []],
     ['id persists, event does not', 'event: e\nid: 1\ndata: a\n\ndata: b\n\n', [
@@ -158,7 +159,7 @@ t.test('end() reports a discarded partial event', async (t) => {
 t.test('CR at the end of one chunk and LF at the start of the next is one line ending', async (t) => {
   // Were the LF taken for a second line ending, it would end the event after its first line.
   const bytes = Buffer.from('event: e\r\ndata: a\r\ndata: b\r\n\r\ndata: c\r\n\r\n')
-  const expected = [{ data: 'a\nb', event: 'e' }, { data: 'c' }]
+  const expected = [{ data: 'a\nb', multiline: true, event: 'e' }, { data: 'c' }]
   let bad = 0
   for (let i = 0; i <= bytes.length; i++) {
     for (let j = i; j <= bytes.length; j++) {
@@ -192,7 +193,7 @@ t.test('event size cap', async (t) => {
   t.throws(() => run(big, byteByByte(big.length), 105), SseEventTooLargeError, 'thrown while still incomplete too')
 
   const multi = Buffer.from('data: 12345\ndata: 12345\n\n') // two 11-byte data lines
-  t.same(run(multi, [], 22).events, [{ data: '12345\n12345' }])
+  t.same(run(multi, [], 22).events, [{ data: '12345\n12345', multiline: true }])
   t.throws(() => run(multi, byteByByte(multi.length), 21), SseEventTooLargeError, 'counted across data lines')
 
   const many = Buffer.from('data: 12345\n\n'.repeat(1000))

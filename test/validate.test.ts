@@ -48,6 +48,9 @@ const bad: Array<[string, Record<string, unknown>, string]> = [
   ['top_p above 1', { ...ok, top_p: 1.1 }, 'top_p'],
   ['max_tokens zero', { ...ok, max_tokens: 0 }, 'max_tokens'],
   ['max_tokens fractional', { ...ok, max_tokens: 1.5 }, 'max_tokens'],
+  // Both go upstream as they came, so each is checked, not only the one that sets the reply reserve.
+  ['max_tokens invalid beside a valid max_completion_tokens', { ...ok, max_completion_tokens: 100, max_tokens: -5 }, 'max_tokens'],
+  ['max_completion_tokens zero', { ...ok, max_completion_tokens: 0 }, 'max_completion_tokens'],
   ['stream not boolean', { ...ok, stream: 'yes' }, 'stream'],
   ['saveToMemory not boolean', { ...ok, saveToMemory: 1 }, 'saveToMemory'],
   ['useRAG not boolean', { ...ok, useRAG: 'false' }, 'useRAG'],

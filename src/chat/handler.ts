@@ -17,7 +17,7 @@ import type { Cancel } from '../retrieval/embedder.js'
 import type { Metadata } from './metadata.js'
 import { relayStream, spliceMetadata, SSE_HEADERS, streamFailure, type StreamOutcome, type Usage } from './relay-stream.js'
 import { messagesJsonOf, upstreamBody } from './upstream-body.js'
-import { replyFromCompletion } from '../messages/reply.js'
+import { generationFailed, replyFromCompletion } from '../messages/reply.js'
 import { validateChat, type ChatRequest, type ValidationLimits } from './validate.js'
 import { namesFiles, resolveFileParts, type FileTexts } from './file-inputs.js'
 
@@ -139,7 +139,7 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
     annotateUsage(ctx.facts, usage)
     // A client that left before its reply arrived did not complete the exchange: nothing is saved.
     if (ctx.clientGone.aborted) throw gatewayError('client_closed_request')
-    if (shouldSave) await save(o.planner, tenant, req, prepared, replyFromCompletion(completion))
+    if (shouldSave && !generationFailed(completion)) await save(o.planner, tenant, req, prepared, replyFromCompletion(completion))
     if (ctx.clientGone.aborted) throw gatewayError('client_closed_request')
     // The upstream's own text with `_metadata` spliced in, not `JSON.stringify({...completion, _metadata})`: the same
     // JSON value for any parser (a `_metadata` the upstream sent is overridden, as the last duplicate key), without

@@ -48,7 +48,7 @@ export function plainPlan(
   const model = req.model
   const usable = o.counter.usableWindow(model, window)
   const reserve = replyReserve(req, usable, o.defaultMaxTokens)
-  const toolTokens = o.counter.toolsTokens(req.passthrough.tools, model)
+  const toolTokens = o.counter.toolsTokens(req.passthrough.tools, model, req.passthrough.functions)
   const sent = req.messages
   const system = leadingSystem(sent)
   // As the general path checks it: the messages after the leading system ones.

@@ -66,12 +66,18 @@ export function splitRequest(messages: ChatMessage[]): { system: ChatMessage[]; 
 
 /**
  * The retrieval query: `ragQuery` (even "", which searches for nothing), else the text of the last user message that
- * has some (in a tool loop the request ends with tool results: the question is still the user's).
+ * has some (in a tool loop the request ends with tool results: the question is still the user's). When the request
+ * has none, the history's: a tool loop kept in a session sends only the results, and the turn that answers them is
+ * searched for the question it answers, as a client resending the whole conversation gets it.
  */
-export function retrievalQuery(req: ChatRequest): string | undefined {
+export function retrievalQuery(req: ChatRequest, history: readonly StoredMessage[] = []): string | undefined {
   if (req.ragQuery !== undefined) return req.ragQuery
   for (let i = req.messages.length - 1; i >= 0; i--) {
     const text = userText(req.messages[i] as ChatMessage)
+    if (text !== '') return text
+  }
+  for (let i = history.length - 1; i >= 0; i--) {
+    const text = userText((history[i] as StoredMessage).message)
     if (text !== '') return text
   }
   return undefined
@@ -140,7 +146,7 @@ export class Planner implements ChatPlanner {
     const usable = o.counter.usableWindow(req.model, window)
     const reserve = replyReserve(req, usable, o.defaultMaxTokens)
     const model = req.model
-    const toolTokens = o.counter.toolsTokens(req.passthrough.tools, model)
+    const toolTokens = o.counter.toolsTokens(req.passthrough.tools, model, req.passthrough.functions)
     const { system, other } = splitRequest(req.messages)
 
     // Read enough to recognise a client that resends its whole history (at least its length), then align.
@@ -157,6 +163,8 @@ export class Planner implements ChatPlanner {
       await o.quotas?.checkNewSession(tenant, req.sessionId)
     const aligned = alignResent(stored, other)
     let history = stored.slice(0, aligned.history)
+    /** The conversation before this request (the tool call its results answer included): where a question may be. */
+    const before = history
     const fresh = other.slice(aligned.recognized)
     // Tool results answer the stored assistant message that called the tools: it goes with them, as the request's.
     const last = history.at(-1)
@@ -169,7 +177,7 @@ export class Planner implements ChatPlanner {
       throw invalidParam(at < 0 ? 'messages' : `messages[${system.length + aligned.recognized + at}].${violation.field}`, violation.message)
     }
 
-    const query = req.useRAG ? retrievalQuery(req) : undefined
+    const query = req.useRAG ? retrievalQuery(req, before) : undefined
     let hits: SearchHit[] = []
     let found = 0
     let bestRelevance: number | null = null
@@ -219,7 +227,7 @@ export class Planner implements ChatPlanner {
       for (const m of sent) fixed += messageTokens(m)
       let historyTokens = 0
       for (const m of history) historyTokens += historyMessageTokens(m)
-      const recallQuery = retrievalQuery(req)
+      const recallQuery = retrievalQuery(req, before)
       if ((fixed + historyTokens > usable || older > 0) && recallQuery !== undefined && !asksNothing(recallQuery)) {
         // About the block's room (the retrieval block may take less than its budget): sizes the candidate list.
         const room = Math.floor((usable - fixed) * (1 - recall.recentShare))

@@ -131,7 +131,7 @@ export interface StreamFormat {
 }
 
 interface ChunkShape {
-  choices?: Array<{ delta?: unknown }>
+  choices?: Array<{ index?: unknown; delta?: unknown }>
   usage?: Usage
   error?: unknown
 }
@@ -198,11 +198,13 @@ async function relay(o: RelayOptions, timers: RelayTimers): Promise<StreamOutcom
         done = true
         return
       }
+      // What is written back: the data as it came, its lines (rare: every provider sends one) each a `data:` line again.
+      const wire = e.multiline === true ? e.data.replaceAll('\n', '\ndata: ') : e.data
       // With nobody to read the reply, an event after the first output needs no capture: a scan tells the usage chunk
       // and an error apart from everything relayed as it came. Measured: see docs/benchmarks.md, "Relay and Responses
       // CPU, 2026-11-27".
       if (relayOnly && reply.pieces > 0 && choiceDeltaOnly(e.data)) {
-        out += `data: ${e.data}\n\n`
+        out += `data: ${wire}\n\n`
         return
       }
       // Most events are one piece of text: captured without a parse (content-delta.ts), relayed as they came. The
@@ -213,7 +215,7 @@ async function relay(o: RelayOptions, timers: RelayTimers): Promise<StreamOutcom
           const text = format?.text?.(piece)
           if (format === undefined || text !== undefined) {
             const first = reply.pushContent(piece.text) && reply.pieces === 1
-            out += text ?? `data: ${e.data}\n\n`
+            out += text ?? `data: ${wire}\n\n`
             if (first) {
               o.onFirstToken?.()
               // As below: a translated stream's first output leaves at once.
@@ -252,26 +254,26 @@ async function relay(o: RelayOptions, timers: RelayTimers): Promise<StreamOutcom
       }
       if (chunk.error !== undefined) {
         upstreamError = true
-        out += `data: ${e.data}\n\n`
+        out += `data: ${wire}\n\n`
         return
       }
       const choices = chunk.choices
       if (Array.isArray(choices) && choices.length === 0) {
         if (chunk.usage) usage = chunk.usage
-        if (o.includeUsage) out += `data: ${e.data}\n\n`
+        if (o.includeUsage) out += `data: ${wire}\n\n`
         return
       }
       if (chunk.usage) usage = chunk.usage
-      const delta = choices?.[0]?.delta
+      const delta = choiceZeroDelta(choices)
       if (delta !== undefined && reply.push(delta) && reply.pieces === 1) o.onFirstToken?.()
       if (!metadataSent) {
         metadataSent = true
-        out += `data: ${spliceMetadata(e.data, o.metadataJson)}\n\n`
+        out += `data: ${spliceMetadata(wire, o.metadataJson)}\n\n`
         // The first event leaves at once with the headers (time to first chunk), not after the rest of its network
         // chunk: an upstream that sends many events in one packet would otherwise hold it behind all of them.
         writeNow()
       } else {
-        out += `data: ${e.data}\n\n`
+        out += `data: ${wire}\n\n`
       }
     },
   })
@@ -342,6 +344,16 @@ async function relay(o: RelayOptions, timers: RelayTimers): Promise<StreamOutcom
     return fail(gatewayError('upstream_invalid_response', { message: 'The upstream stream ended before [DONE]' }))
   }
   return complete()
+}
+
+/**
+ * Choice 0's delta in an event. With `n` > 1 the upstream streams each choice in events of its own, told apart by
+ * `index`: the reply kept for memory is choice 0's (as a JSON reply's `choices[0]`), never the choices run together.
+ */
+function choiceZeroDelta(choices: ChunkShape['choices']): unknown {
+  if (!Array.isArray(choices)) return undefined
+  for (const c of choices) if (c !== null && typeof c === 'object' && (c.index === undefined || c.index === 0)) return c.delta
+  return undefined
 }
 
 function isGatewayError(err: unknown): err is GatewayError {

@@ -7,7 +7,7 @@ import { invalidParam, gatewayError } from '../errors.js'
 import { validateMessages } from '../messages/schema.js'
 import type { ChatMessage, StoredMessage } from '../types.js'
 import { normalizeSessionId } from '../http/session-id.js'
-import { checkExtensionSpelling } from './extension-fields.js'
+import { checkExtensionSpelling, PROVIDER_FIELDS } from './extension-fields.js'
 
 export interface ChatRequest {
   model: string
@@ -50,7 +50,7 @@ export function validateChat(
   limits: ValidationLimits,
   headers: { sessionId?: string } = {},
 ): ChatRequest {
-  checkExtensionSpelling(body)
+  checkExtensionSpelling(body, PROVIDER_FIELDS)
   const model = body.model
   if (model === undefined) throw gatewayError('missing_parameter', { param: 'model', message: 'model is required' })
   if (typeof model !== 'string' || !MODEL_RE.test(model) || model.length > 256) {
@@ -70,9 +70,11 @@ export function validateChat(
   if (topP !== undefined && topP !== null && !inRange(topP, 0, 1)) {
     throw invalidParam('top_p', 'top_p must be a number from 0 to 1')
   }
-  // Reasoning models reject max_tokens and take max_completion_tokens (reasoning included); either is the reserve.
+  // Reasoning models reject max_tokens and take max_completion_tokens (reasoning included); either is the reserve,
+  // max_completion_tokens first. Both are checked: both go upstream as they came.
   const maxCompletionTokens = positiveInteger(body, 'max_completion_tokens')
-  const maxTokens = maxCompletionTokens ?? positiveInteger(body, 'max_tokens')
+  const maxTokensField = positiveInteger(body, 'max_tokens')
+  const maxTokens = maxCompletionTokens ?? maxTokensField
 
   const sessionId = readSessionId(body.sessionId ?? headers.sessionId, limits.maxSessionIdLength)
   const ragQuery = readRagQuery(body)

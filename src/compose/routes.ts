@@ -165,6 +165,7 @@ export function routeTable(parts: {
     { method: 'GET', path: '/api/v1/usage', auth: true, handler: usageHandler(stores.usage, recorders.usage, quotas) },
     { method: 'GET', path: '/api/v1/models', auth: true, handler: modelsHandler(catalog) },
     { method: 'GET', path: '/api/v1/models/:id', auth: true, handler: modelHandler(catalog) },
+    { method: 'GET', path: '/api/v1/models/:vendor/:name', auth: true, handler: modelHandler(catalog) },
     {
       method: 'POST',
       path: '/api/v1/embeddings',

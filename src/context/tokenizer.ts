@@ -184,11 +184,15 @@ export class TokenCounter {
 
   /**
    * Tokens the request's tool definitions add to the prompt (OpenAI cookbook's rules for function definitions; 0
-   * without tools).
+   * without tools). `functions`, the deprecated parameter, holds the same function definitions and is counted alike.
    */
-  toolsTokens(tools: unknown, model: string): Tokens {
+  toolsTokens(tools: unknown, model: string, functions?: unknown): Tokens {
     const s = this.#info(model).scheme
-    return toolsTokens(tools, s.count, s.encoding === 'o200k_base' ? 7 : 10)
+    const given: readonly unknown[] = Array.isArray(tools) ? tools : []
+    const all = Array.isArray(functions) && functions.length > 0
+      ? [...given, ...functions.map((f: unknown) => ({ type: 'function', function: f }))]
+      : tools
+    return toolsTokens(all, s.count, s.encoding === 'o200k_base' ? 7 : 10)
   }
 
   /** Added once per chat: the reply priming (`<|im_start|>assistant<|im_sep|>`). */

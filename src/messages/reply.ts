@@ -1,7 +1,8 @@
 /**
  * The assistant's message as the client will see it next time, for memory: from a non-stream completion, or assembled
  * from a stream's deltas. Tool calls arrive in fragments keyed by `index` (the first carries id, type and name, the
- * rest pieces of `arguments`, several calls interleaved); text, refusal and reasoning arrive as pieces to concatenate;
+ * rest pieces of `arguments`, several calls interleaved); text, refusal, reasoning and the arguments of the deprecated
+ * `function_call` arrive as pieces to concatenate;
  * OpenRouter's `reasoning_details` as items to keep in order (pieces of one item share its `index`).
  *
  * Only the fields a client sends back in an assistant message are kept (role, content, refusal, tool_calls,
@@ -28,6 +29,17 @@ export function replyFromCompletion(completion: Record<string, unknown>): ChatMe
   return out as unknown as ChatMessage
 }
 
+/**
+ * The completion's choice 0 finished with an error: OpenRouter reports an error met while the model was generating as
+ * a 200 whose choice has `finish_reason: "error"` (and the error beside it). The reply is relayed as it came; the
+ * exchange failed, and a failed exchange is not saved.
+ */
+export function generationFailed(completion: Record<string, unknown>): boolean {
+  const choices = completion.choices
+  const first: unknown = Array.isArray(choices) ? choices[0] : undefined
+  return isObject(first) && (first.finish_reason === 'error' || isObject(first.error))
+}
+
 interface CallParts {
   id: string
   type: string
@@ -42,6 +54,8 @@ export class ReplyAssembler {
   #reasoning = ''
   #calls: CallParts[] = []
   #details: Record<string, unknown>[] = []
+  /** The deprecated `function_call` (the `functions` API): its name and arguments arrive in pieces, as a tool call's. */
+  #functionCall: { name: string; arguments: string } | undefined
   #audioId: string | undefined
   /** Content pieces seen: the first marks the time to first token. */
   pieces = 0
@@ -64,6 +78,13 @@ export class ReplyAssembler {
     }
     if (Array.isArray(delta.tool_calls)) {
       for (const c of delta.tool_calls) if (this.#toolCall(c)) output = true
+    }
+    if (isObject(delta.function_call)) {
+      const f = delta.function_call
+      const call = (this.#functionCall ??= { name: '', arguments: '' })
+      if (typeof f.name === 'string' && f.name !== '') call.name = f.name
+      if (typeof f.arguments === 'string') call.arguments += f.arguments
+      output = true
     }
     if (Array.isArray(delta.reasoning_details)) {
       for (const d of delta.reasoning_details) if (isObject(d)) this.#detail(d)
@@ -91,10 +112,12 @@ export class ReplyAssembler {
     const calls: ToolCall[] = this.#calls
       .filter((c) => c !== undefined)
       .map((c) => ({ id: c.id, type: c.type, function: { name: c.name, arguments: c.args } }))
-    out.content = this.#content !== '' || calls.length === 0 ? this.#content : null
+    const called = calls.length > 0 || this.#functionCall !== undefined
+    out.content = this.#content !== '' || !called ? this.#content : null
     if (this.#refusal !== '') out.refusal = this.#refusal
     if (this.#reasoning !== '') out.reasoning = this.#reasoning
     if (calls.length > 0) out.tool_calls = calls
+    if (this.#functionCall !== undefined) out.function_call = { ...this.#functionCall }
     if (this.#details.length > 0) out.reasoning_details = this.#details
     if (this.#audioId !== undefined) out.audio = { id: this.#audioId }
     return out as unknown as ChatMessage
@@ -109,7 +132,9 @@ export class ReplyAssembler {
     if (typeof c.type === 'string' && c.type !== '') call.type = c.type
     const f = c.function
     if (isObject(f)) {
-      if (typeof f.name === 'string') call.name += f.name
+      // A name comes whole (in the call's first fragment; some providers repeat it in every one): taken, not appended,
+      // as the official SDKs assemble it, so memory keeps the call the client saw. Arguments come in pieces.
+      if (typeof f.name === 'string' && f.name !== '') call.name = f.name
       if (typeof f.arguments === 'string') call.args += f.arguments
     }
     return true

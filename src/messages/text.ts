@@ -50,12 +50,21 @@ export function messageText(m: ChatMessage): string {
   return out
 }
 
-/** Only user text: what a user typed (text parts), for the retrieval query. Empty when it has none. */
+/**
+ * Only user text: what a user typed (text parts), for the retrieval query. Empty when it has none. The markers media
+ * parts leave in `contentText` are not part of the question: "[image]" searched for the word "image", which no file
+ * answers, and diluted the relevance of the chunk the question's own words found.
+ */
 export function userText(m: ChatMessage): string {
   if (m.role !== 'user') return ''
   const c = m.content
   // A file the message quotes (quoted-file.ts) is not part of the question.
   if (typeof c === 'string') return quotedFileId(c) === undefined ? c.trim() : ''
-  if (!Array.isArray(c) || !(c as readonly ContentPart[]).some(isQuote)) return contentText(c).trim()
-  return contentText((c as readonly ContentPart[]).filter((p) => !isQuote(p))).trim()
+  if (!Array.isArray(c)) return ''
+  let out = ''
+  for (const p of c as readonly ContentPart[]) {
+    if (p.type !== 'text' || typeof p.text !== 'string' || p.text === '' || isQuote(p)) continue
+    out = out === '' ? p.text : `${out}\n${p.text}`
+  }
+  return out.trim()
 }

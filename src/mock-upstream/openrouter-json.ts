@@ -76,6 +76,7 @@ export function textLogprobs(pieces: readonly string[]): Json {
 /** The non-stream body: a chat.completion (with usage unless `usage: false`), or an HTML page for `invalidJson`. */
 export function completionBody(g: Generation, b: MockBehaviour): string {
   if (b.invalidJson) return '<html><body>502 Bad Gateway</body></html>'
+  const finish = b.choiceError ? 'error' : g.toolCalls ? 'tool_calls' : 'stop'
   return JSON.stringify({
     ...g.head,
     object: 'chat.completion',
@@ -83,8 +84,9 @@ export function completionBody(g: Generation, b: MockBehaviour): string {
       {
         index: 0,
         logprobs: g.logprobs === true && !g.toolCalls ? textLogprobs(splitCodePoints(g.text, b.chunkChars ?? 4)) : null,
-        finish_reason: g.toolCalls ? 'tool_calls' : 'stop',
-        native_finish_reason: g.toolCalls ? 'tool_calls' : 'stop',
+        finish_reason: finish,
+        native_finish_reason: finish,
+        ...(b.choiceError ? { error: { code: b.choiceError.code ?? 502, message: b.choiceError.message ?? 'Provider disconnected unexpectedly' } } : {}),
         message: g.toolCalls
           ? {
               role: 'assistant',

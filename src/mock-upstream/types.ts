@@ -38,6 +38,11 @@ export interface MockBehaviour {
   reset?: 'before-headers' | 'mid-stream'
   /** Non-stream: 200 with a body that is not JSON. */
   invalidJson?: boolean
+  /**
+   * Non-stream: 200 whose choice finished with `error` and carries it (OpenRouter's report of an error met while the
+   * model was generating), with the reply as the content produced so far.
+   */
+  choiceError?: { message?: string; code?: number }
   /** Stream: 200 text/event-stream whose lines are not valid chunks. */
   invalidSse?: boolean
   /** Default true: non-stream includes `usage`; a stream ends with the usage-only chunk before [DONE]. */

@@ -368,6 +368,9 @@ export function openApiDocument(): Schema {
       '/api/v1/models/{id}': {
         get: op({ summary: 'one model from the cached list', security: tenantAndProvider, parameters: [idParam('id', 'model id, e.g. openai%2Fgpt-4o')], responses: { '200': json(ref('Model'), 'the model'), ...errors(401, 404, 502) } }),
       },
+      '/api/v1/models/{vendor}/{name}': {
+        get: op({ summary: 'one model from the cached list, its id sent with the slash as it is (openai/gpt-4o)', security: tenantAndProvider, parameters: [idParam('vendor', 'the id before its slash, e.g. openai'), idParam('name', 'the id after its slash, e.g. gpt-4o')], responses: { '200': json(ref('Model'), 'the model'), ...errors(401, 404, 502) } }),
+      },
       '/api/v1/embeddings': {
         post: op({ summary: "embeddings, relayed to the upstream's /embeddings", security: tenantAndProvider, requestBody: { required: true, content: { 'application/json': { schema: ref('EmbeddingRequest') } } }, responses: { '200': json(ref('EmbeddingList'), 'embeddings'), ...errors(400, 401, 413, 429, 502, 504) } }),
       },

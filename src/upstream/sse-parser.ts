@@ -21,6 +21,8 @@ import type { Bytes } from '../types.js'
 
 export interface SseEvent {
   data: string
+  /** Set when `data` came in more than one `data:` line (joined with "\n"): a relay must write it back as lines. */
+  multiline?: true
   /** The `event:` field of this event, if it had one (the WHATWG default type "message" is left implicit). */
   event?: string
   /** The last `id:` seen in the stream up to this event (per WHATWG it persists across events). */
@@ -71,6 +73,7 @@ export class SseParser {
 
   #data = ''
   #hasData = false
+  #multiline = false
   #dataBytes = 0
   #eventType: string | undefined
   #lastId: string | undefined
@@ -194,8 +197,10 @@ export class SseParser {
     // Field names compared as bytes so unknown fields cost no decoding.
     if (n === 4 && buf[s] === 0x64 && buf[s + 1] === 0x61 && buf[s + 2] === 0x74 && buf[s + 3] === 0x61) {
       const value = buf.toString('utf8', v, e)
-      if (this.#hasData) this.#data += '\n' + value
-      else {
+      if (this.#hasData) {
+        this.#data += '\n' + value
+        this.#multiline = true
+      } else {
         this.#data = value
         this.#hasData = true
       }
@@ -215,6 +220,7 @@ export class SseParser {
       return
     }
     const ev: SseEvent = { data: this.#data }
+    if (this.#multiline) ev.multiline = true
     if (this.#eventType !== undefined) ev.event = this.#eventType
     if (this.#lastId !== undefined) ev.id = this.#lastId
     this.#resetEvent()
@@ -224,6 +230,7 @@ export class SseParser {
   #resetEvent(): void {
     this.#data = ''
     this.#hasData = false
+    this.#multiline = false
     this.#dataBytes = 0
     this.#eventType = undefined
   }
