@@ -43,12 +43,20 @@ export class ResponseRepo implements ResponseStore {
       // An item id sent again in a later response points at that one now: only this response's entries go.
       for (const item of [...rec.input, ...rec.output]) if (items.get([tenant, item.id]) === id) items.remove([tenant, item.id])
       responses.remove([tenant, id])
-      this.#store.meta.put(deletionsKey(tenant), this.deletions(tenant) + 1)
+      this.#store.meta.put(deletionsKey(tenant), this.#deletions(tenant) + 1)
       return true
     })
   }
 
   deletions(tenant: string): number {
+    // Read in a fresh snapshot: lmdb-js keeps one read transaction until a timer (setTimeout 0, so 1 ms or more), and
+    // a delete another process committed within it would go unseen, where a cached chain must see it from the next
+    // request on. The reset is one native call; the read renews the transaction as any first read would.
+    this.#store.meta.resetReadTxn()
+    return this.#deletions(tenant)
+  }
+
+  #deletions(tenant: string): number {
     const n = this.#store.meta.get(deletionsKey(tenant))
     return typeof n === 'number' ? n : 0
   }
