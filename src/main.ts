@@ -96,6 +96,9 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
       maxHeaderBytes: config.maxHeaderBytes,
       // The time bound is the one every request has to send its body in.
       drain: { maxBytes: config.maxDrainBytes, timeout: config.requestTimeout },
+      // Each request reads what any process committed before it arrived (read-your-writes across `--workers` and
+      // processes sharing DATA_DIR): LMDB's shared read transaction is otherwise renewed only on a timer.
+      onRequestStart: () => stores.store.freshReads(),
       onRequestDone: requestDone({ logger, metrics, usage: recorders.usage, recorder: recorders.traces, now }),
     })
 

@@ -44,6 +44,26 @@ t.test('concurrent durable saves share commits instead of queueing one commit ea
   t.ok(store.messages.get(['t', 's101', 2]), 'its neighbours committed')
 })
 
+t.test('freshReads: a read sees what another opening of the directory committed a moment ago', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'recallgate-fresh-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  // Two openings of one directory stand for two processes on one DATA_DIR (`serve --workers`).
+  const writer = openStore({ dir })
+  const reader = openStore({ dir })
+  t.teardown(async () => {
+    await writer.close()
+    await reader.close()
+  })
+  writer.meta.putSync('k', 1)
+  await new Promise((r) => setTimeout(r, 5))
+  t.equal(reader.meta.get('k'), 1)
+  writer.meta.putSync('k', 2)
+  // lmdb-js keeps its read transaction until a timer: within it, the other's commit is not seen.
+  t.equal(reader.meta.get('k'), 1, 'without freshReads: the snapshot of the first read')
+  reader.freshReads()
+  t.equal(reader.meta.get('k'), 2, 'with it: the commit made before')
+})
+
 t.test('at its map size the store refuses writes but deletes, and takes writes again once data is deleted', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'store-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))

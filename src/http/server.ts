@@ -103,6 +103,8 @@ export interface HttpServerOptions {
   maxHeaderBytes: number
   /** How much of an unread body is read and discarded after an early answer, so the client sees it (drain.ts). */
   drain: DrainLimits
+  /** Called first for every request (before routing): the stores' per-request hook (compose: `Store.freshReads`). */
+  onRequestStart?: () => void
   onRequestDone?: (r: RequestRecord) => void
 }
 
@@ -200,6 +202,7 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const started = opts.clock()
+    opts.onRequestStart?.()
     // Always ours: a client-chosen id used as-is could name another tenant's request in the logs and traces
     // (issue 29). Theirs is echoed beside it and logged as clientRequestId, so they can still correlate by it.
     const requestId = `req_${randomUUID()}`

@@ -49,10 +49,9 @@ export class ResponseRepo implements ResponseStore {
   }
 
   deletions(tenant: string): number {
-    // Read in a fresh snapshot: lmdb-js keeps one read transaction until a timer (setTimeout 0, so 1 ms or more), and
-    // a delete another process committed within it would go unseen, where a cached chain must see it from the next
-    // request on. The reset is one native call; the read renews the transaction as any first read would.
-    this.#store.meta.resetReadTxn()
+    // In a fresh snapshot (Store.freshReads): a cached chain must see another process's delete from the next request
+    // on, whoever calls this and whenever.
+    this.#store.freshReads()
     return this.#deletions(tenant)
   }
 

@@ -76,6 +76,14 @@ export interface Store {
   durable<T>(fn: () => T, opts?: DurableOptions): Promise<T>
   /** Same, synchronously (blocks the event loop for the commit: use on cold paths only). */
   transactionSync<T>(fn: () => T): T
+  /**
+   * From the next read on, see every commit made so far, by any process on this directory. lmdb-js reads through one
+   * shared read transaction that it renews only on a timer (setTimeout 0: 1 ms or more, longer on a busy event loop)
+   * or after this process's own writes, so without this a read can miss what another process (`serve --workers`, a
+   * second gateway or the CLI on the same DATA_DIR) committed and acknowledged moments before. One native call; the
+   * next read renews the transaction, as a first read always does.
+   */
+  freshReads(): void
   /** Record counts per database, from LMDB's own statistics (O(1), cheap enough for every metrics scrape). */
   sizes(): { sessions: number; messages: number; files: number; chunks: number }
   /** Bytes in use and the ceiling (cached for `spaceTtl`: reading every database's statistics costs ≈ 90 µs). */
@@ -179,6 +187,7 @@ export function openStore(opts: StoreOptions): Store {
       }
     },
     transactionSync: (fn) => root.transactionSync(fn),
+    freshReads: () => root.resetReadTxn(),
     close: () => root.close(),
     writeFailure: () => lastFailure,
     space: () => {
