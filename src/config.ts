@@ -77,6 +77,8 @@ export interface Config {
   readyCheckUpstream: boolean
   /** /readyz answers 503 until the start's preload of tenants' indexes has finished (READY_AFTER_WARMUP=1). */
   readyAfterWarmup: boolean
+  /** Origins whose browser pages may call the API (CORS_ORIGINS): `['*']` for any, empty for none (no CORS headers). */
+  corsOrigins: string[]
 
   /** Window used for models the upstream's list does not know. */
   defaultContextLength: Tokens
@@ -217,6 +219,7 @@ export const DEFAULTS = {
   MODELS_CACHE_TTL_MS: '300000',
   READY_CHECK_UPSTREAM: '0',
   READY_AFTER_WARMUP: '0',
+  CORS_ORIGINS: '',
   DEFAULT_CONTEXT_LENGTH: '8192',
   DEFAULT_MAX_TOKENS: '1024',
   IMAGE_TOKENS_ESTIMATE: '765',
@@ -362,6 +365,13 @@ export function loadConfig(env: Env): Config {
     throw new ConfigError('READY_CHECK_UPSTREAM', `must be 0 or 1, got "${readyCheckUpstream}"`)
   const readyAfterWarmup = get('READY_AFTER_WARMUP')
   if (readyAfterWarmup !== '0' && readyAfterWarmup !== '1') throw new ConfigError('READY_AFTER_WARMUP', `must be 0 or 1, got "${readyAfterWarmup}"`)
+  const corsOrigins = get('CORS_ORIGINS')
+    .split(',')
+    .map((o) => o.trim())
+    .filter((o) => o !== '')
+  for (const o of corsOrigins)
+    if (o !== '*' && !/^https?:\/\/[^\s/?#]+$/.test(o))
+      throw new ConfigError('CORS_ORIGINS', `each origin is scheme://host[:port] with no path (or * for any), got "${o}"`)
   // The PostgreSQL store: the one place its settings are read (storage/open-stores.ts chooses the engine from them).
   const databaseUrl = optional('DATABASE_URL')
   if (databaseUrl !== undefined && !/^postgres(ql)?:\/\/[^\s]+$/.test(databaseUrl))
@@ -417,6 +427,7 @@ export function loadConfig(env: Env): Config {
     modelsCacheTtl: int('MODELS_CACHE_TTL_MS', 0),
     readyCheckUpstream: readyCheckUpstream === '1',
     readyAfterWarmup: readyAfterWarmup === '1',
+    corsOrigins,
     defaultContextLength: int('DEFAULT_CONTEXT_LENGTH', 256),
     defaultMaxTokens: int('DEFAULT_MAX_TOKENS', 1),
     mediaTokens: { image: int('IMAGE_TOKENS_ESTIMATE', 0), file: int('FILE_TOKENS_ESTIMATE', 0) },

@@ -16,6 +16,7 @@ import { ensureFirstKeyOnce, openGatewayStores } from './compose/stores.js'
 import { openUpstream } from './compose/upstream.js'
 import { ConfigError, envWithDotenv, loadConfig, type Config } from './config.js'
 import type { TokenCounter } from './context/tokenizer.js'
+import { Cors } from './http/cors.js'
 import { admission } from './auth/admission.js'
 import { createHttpServer } from './http/server.js'
 import { createLogger, type Logger } from './log.js'
@@ -99,6 +100,7 @@ export async function startGateway(config: Config, opts: GatewayOptions = {}): P
       // Each request reads what any process committed before it arrived (read-your-writes across `--workers` and
       // processes sharing DATA_DIR): LMDB's shared read transaction is otherwise renewed only on a timer.
       onRequestStart: () => stores.store.freshReads(),
+      ...(config.corsOrigins.length === 0 ? {} : { cors: new Cors(config.corsOrigins) }),
       onRequestDone: requestDone({ logger, metrics, usage: recorders.usage, recorder: recorders.traces, now }),
     })
 

@@ -58,6 +58,7 @@ const invalid: Array<[Record<string, string>, RegExp]> = [
   [{ REDIS_TIMEOUT_MS: '0' }, /^REDIS_TIMEOUT_MS: /],
   [{ WORKERS: '2' }, /^WORKERS: .*REDIS_URL/],
   [{ DATABASE_URL: 'mysql://recallgate@db/recallgate' }, /^DATABASE_URL: must be a postgres:\/\/ or postgresql:\/\/ URL/],
+  [{ CORS_ORIGINS: 'https://app.example, https://app.example/chat' }, /^CORS_ORIGINS: .*no path.*https:\/\/app\.example\/chat/],
 ]
 for (const [env, re] of invalid) {
   t.test(`invalid ${Object.keys(env).join('+')} names the variable in one line`, async (t) => {

@@ -10,6 +10,7 @@ import type { Admission } from '../auth/admission.js'
 import { asGatewayError, gatewayError, toWire, type GatewayError } from '../errors.js'
 import type { Clock, Ms, PromptTrace, Tenant } from '../types.js'
 import { ClientGone } from './client-gone.js'
+import type { Cors } from './cors.js'
 import { RequestFacts } from './request-facts.js'
 import type { DrainLimits } from './drain.js'
 import { sendError, sendErrorBeforeBody } from './respond.js'
@@ -103,6 +104,8 @@ export interface HttpServerOptions {
   maxHeaderBytes: number
   /** How much of an unread body is read and discarded after an early answer, so the client sees it (drain.ts). */
   drain: DrainLimits
+  /** CORS for browser pages on other origins (cors.ts, CORS_ORIGINS); without it no CORS header is ever sent. */
+  cors?: Cors
   /** Called first for every request (before routing): the stores' per-request hook (compose: `Store.freshReads`). */
   onRequestStart?: () => void
   onRequestDone?: (r: RequestRecord) => void
@@ -225,6 +228,10 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
     let route = 'unmatched'
     let failure: GatewayError | undefined
     try {
+      if (opts.cors?.apply(req, res) === true) {
+        route = 'preflight'
+        return
+      }
       const found = router.find(req.method ?? 'GET', pathname)
       if (found.kind === 'not-found') {
         throw gatewayError('not_found', { message: `No route for ${req.method} ${pathname}${misplacedApiHint(router, req.method ?? 'GET', pathname)}` })
