@@ -40,11 +40,26 @@ export function generationFailed(completion: Record<string, unknown>): boolean {
   return isObject(first) && (first.finish_reason === 'error' || isObject(first.error))
 }
 
+/** A function's name and arguments as they arrive: a tool call's `function`, or the deprecated `function_call`. */
+interface FunctionParts {
+  name: string
+  arguments: string
+}
+
 interface CallParts {
   id: string
   type: string
-  name: string
-  args: string
+  fn: FunctionParts
+}
+
+/**
+ * One fragment of a function: a name comes whole (in the first fragment; some providers repeat it in every one) and
+ * is taken, not appended, as the official SDKs assemble it, so memory keeps the call the client saw; arguments come in
+ * pieces.
+ */
+function addFragment(to: FunctionParts, f: Record<string, unknown>): void {
+  if (typeof f.name === 'string' && f.name !== '') to.name = f.name
+  if (typeof f.arguments === 'string') to.arguments += f.arguments
 }
 
 /** Collects `choices[0].delta` pieces of a stream into the assistant message. */
@@ -55,7 +70,7 @@ export class ReplyAssembler {
   #calls: CallParts[] = []
   #details: Record<string, unknown>[] = []
   /** The deprecated `function_call` (the `functions` API): its name and arguments arrive in pieces, as a tool call's. */
-  #functionCall: { name: string; arguments: string } | undefined
+  #functionCall: FunctionParts | undefined
   #audioId: string | undefined
   /** Content pieces seen: the first marks the time to first token. */
   pieces = 0
@@ -80,10 +95,7 @@ export class ReplyAssembler {
       for (const c of delta.tool_calls) if (this.#toolCall(c)) output = true
     }
     if (isObject(delta.function_call)) {
-      const f = delta.function_call
-      const call = (this.#functionCall ??= { name: '', arguments: '' })
-      if (typeof f.name === 'string' && f.name !== '') call.name = f.name
-      if (typeof f.arguments === 'string') call.arguments += f.arguments
+      addFragment((this.#functionCall ??= { name: '', arguments: '' }), delta.function_call)
       output = true
     }
     if (Array.isArray(delta.reasoning_details)) {
@@ -111,7 +123,7 @@ export class ReplyAssembler {
     const out: Record<string, unknown> = { role: 'assistant' }
     const calls: ToolCall[] = this.#calls
       .filter((c) => c !== undefined)
-      .map((c) => ({ id: c.id, type: c.type, function: { name: c.name, arguments: c.args } }))
+      .map((c) => ({ id: c.id, type: c.type, function: { ...c.fn } }))
     const called = calls.length > 0 || this.#functionCall !== undefined
     out.content = this.#content !== '' || !called ? this.#content : null
     if (this.#refusal !== '') out.refusal = this.#refusal
@@ -127,16 +139,10 @@ export class ReplyAssembler {
     if (!isObject(c)) return false
     const index = typeof c.index === 'number' && Number.isInteger(c.index) && c.index >= 0 && c.index < 1024 ? c.index : this.#calls.length
     let call = this.#calls[index]
-    if (call === undefined) this.#calls[index] = call = { id: '', type: 'function', name: '', args: '' }
+    if (call === undefined) this.#calls[index] = call = { id: '', type: 'function', fn: { name: '', arguments: '' } }
     if (typeof c.id === 'string' && c.id !== '') call.id = c.id
     if (typeof c.type === 'string' && c.type !== '') call.type = c.type
-    const f = c.function
-    if (isObject(f)) {
-      // A name comes whole (in the call's first fragment; some providers repeat it in every one): taken, not appended,
-      // as the official SDKs assemble it, so memory keeps the call the client saw. Arguments come in pieces.
-      if (typeof f.name === 'string' && f.name !== '') call.name = f.name
-      if (typeof f.arguments === 'string') call.args += f.arguments
-    }
+    if (isObject(c.function)) addFragment(call.fn, c.function)
     return true
   }
 
