@@ -2,9 +2,13 @@
  * The retrieved-context system message: names each source file, frames file text as quoted data that no file can
  * break out of, merges overlapping chunks, and fits the token budget exactly.
  */
+import { readFileSync } from 'node:fs'
 import t from 'tap'
 import { countO200k } from '../src/ingest/chunker.js'
-import { CONTEXT_PREAMBLE, renderContextMessage, selectContext, type ContextHit } from '../src/knowledge/context-message.js'
+import { countO200kUncached } from '../src/context/token-count.js'
+import { chunkText } from '../src/ingest/chunker.js'
+import { markdownBlocks } from '../src/ingest/extract.js'
+import { CONTEXT_PREAMBLE, renderContextMessage, renderCounted, selectContext, type ContextHit } from '../src/knowledge/context-message.js'
 
 const hit = (over: Partial<ContextHit> & { text: string }): ContextHit => ({ file_id: 'file-1', filename: 'a.txt', chunk_index: 0, ...over })
 
@@ -56,4 +60,58 @@ t.test('selectContext: best first within the budget, exact count, skips what doe
   const all = selectContext([med, long, small], { maxTokens: 10_000 })
   t.equal(all.hits.length, 3)
   t.same(all.message, renderContextMessage(all.hits))
+})
+
+t.test('renderCounted: the block as rendered, and its count summed from the hits\' counts equals a full count', async (t) => {
+  // Texts whose first and last pieces join the fence lines around them (a final ".", a leading "/", white space at
+  // either end), texts with no inner cut, backticks (a longer fence), newlines, digits, other scripts.
+  const fragments = ['word', ' ', '.', '\n', '/', '(', ')', '```', '  ', '1990', '—', 'é', '中文', "'s", '\t', '\r\n', '!?', '"', 'Ünïcode', ' the', ',']
+  let seed = 7
+  const rand = (n: number): number => {
+    seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648
+    return seed % n
+  }
+  const text = (): string => Array.from({ length: 1 + rand(30) }, () => fragments[rand(fragments.length)]).join('')
+  let summedFromCounts = 0
+  for (let round = 0; round < 400; round++) {
+    const hits: ContextHit[] = Array.from({ length: 1 + rand(5) }, (_, i) => {
+      const body = text()
+      const h = hit({ file_id: `file-${rand(3)}`, filename: rand(2) === 0 ? 'notes.md' : 'a "quoted"\nname.txt', chunk_index: i, text: body, tokens: countO200kUncached(body) })
+      if (rand(3) === 0) h.heading_path = ['Intro', text()]
+      return h
+    })
+    const { message, tokens } = renderCounted(hits)
+    if (message.content !== renderContextMessage(hits).content) {
+      t.fail('renderCounted renders another message than renderContextMessage', { hits })
+      return
+    }
+    if (tokens !== countO200kUncached(message.content as string)) {
+      t.fail('summed count differs from the full count', { hits })
+      return
+    }
+    summedFromCounts++
+  }
+  t.equal(summedFromCounts, 400, '400 random blocks rendered alike and counted exactly')
+
+  // Merged neighbours (no count of their union) and hits without counts are counted whole.
+  const source = 'First sentence here. Second sentence here. Third sentence here.'
+  const a = hit({ chunk_index: 0, text: source.slice(0, 42), char_start: 0, char_end: 42, tokens: countO200kUncached(source.slice(0, 42)) })
+  const b = hit({ chunk_index: 1, text: source.slice(21), char_start: 21, char_end: source.length, tokens: countO200kUncached(source.slice(21)) })
+  const merged = renderCounted([b, hit({ file_id: 'file-2', text: 'No count given.' }), a])
+  t.equal(merged.tokens, countO200kUncached(merged.message.content as string))
+
+  // A wrong count given is what is summed: the sum uses the hits' counts rather than counting their text again.
+  const wrong = renderCounted([hit({ text: 'One two three four five.', tokens: 100 })])
+  t.equal(wrong.tokens - countO200kUncached(wrong.message.content as string), 100 - countO200kUncached('One two three four five.'))
+})
+
+t.test('renderCounted over real chunks: the chunker\'s stored counts sum to the exact count of the block', async (t) => {
+  const prose = readFileSync(new URL('../../shared/data/README.md', import.meta.url), 'utf8')
+  const chunks = chunkText({ text: prose, blocks: markdownBlocks(prose) }, { chunkTokens: 120, overlapTokens: 0, maxChunks: 1000 })
+  t.ok(chunks.length >= 4, 'the document makes several chunks')
+  for (let i = 0; i + 3 <= chunks.length; i += 3) {
+    const hits = chunks.slice(i, i + 3).map((c) => hit({ file_id: `file-${c.index}`, chunk_index: c.index, text: c.text, tokens: c.tokens }))
+    const { message, tokens } = renderCounted(hits)
+    t.equal(tokens, countO200kUncached(message.content as string), `chunks ${i}–${i + 2}`)
+  }
 })

@@ -2,6 +2,7 @@
  * Only relevant chunks reach the prompt: chit-chat and questions no file answers retrieve nothing and `_metadata.rag`
  * says why; an empty `ragQuery` searches for nothing; a question a file answers still gets its chunk.
  */
+import { encodeChat } from 'gpt-tokenizer'
 import t, { type Test } from 'tap'
 import { KEY_A, startHarness, type Harness } from './helpers/harness.js'
 
@@ -22,10 +23,24 @@ async function setup(t: Test): Promise<Harness> {
   return h
 }
 
-async function ask(h: Harness, content: string, extra: object = {}): Promise<{ rag: Rag; includedChunks: number; sent: string }> {
+interface Asked {
+  rag: Rag
+  includedChunks: number
+  sent: string
+  /** `_metadata.context.totalTokens` and the exact count of the messages the upstream received. */
+  tokens: { reported: number; sent: number }
+}
+
+async function ask(h: Harness, content: string, extra: object = {}): Promise<Asked> {
   const res = await h.client().chat.completions.create({ model: 'openai/gpt-4o', messages: [{ role: 'user', content }], ...extra })
-  const meta = (res as unknown as { _metadata: { rag: Rag; context: { includedChunks: number } } })._metadata
-  return { rag: meta.rag, includedChunks: meta.context.includedChunks, sent: JSON.stringify(h.mock.lastChatBody()?.messages) }
+  const meta = (res as unknown as { _metadata: { rag: Rag; context: { includedChunks: number; totalTokens: number } } })._metadata
+  const messages = h.mock.lastChatBody()?.messages as Parameters<typeof encodeChat>[0]
+  return {
+    rag: meta.rag,
+    includedChunks: meta.context.includedChunks,
+    sent: JSON.stringify(messages),
+    tokens: { reported: meta.context.totalTokens, sent: encodeChat(messages, 'gpt-4o').length },
+  }
 }
 
 t.test('chit-chat and unanswerable questions add no chunks, and say why', async (t) => {
@@ -57,6 +72,7 @@ t.test('a question a file answers still gets its chunk', async (t) => {
   t.equal(r.rag.sources[0]?.filename, 'boiler.md')
   t.match(r.sent, /1\.2 and 1\.5 bar/)
   t.ok((r.rag.bestRelevance ?? 0) >= 0.5)
+  t.equal(r.tokens.reported, r.tokens.sent, 'the prompt with its excerpts counted exactly')
 })
 
 t.test('a question with an image, audio or a file attached is searched for what the user typed alone', async (t) => {
@@ -165,6 +181,7 @@ t.test('a second excerpt goes in as its best sentences only, and _metadata says 
   t.match(r.sent, /café serves breakfast/, 'the best chunk whole, with its sentences that do not answer')
   t.equal(r.sent.match(/night ferry to the islands/g)?.length, 2, 'the answering sentence of both passages')
   t.equal(r.sent.match(/Parking near the quay/g)?.length, 1, "the second passage's other sentences stay out")
+  t.equal(r.tokens.reported, r.tokens.sent, 'the prompt with a whole and a focused excerpt counted exactly')
 })
 
 t.test('a file that repeats the question\'s phrasing is more relevant than one holding its words apart (RAG_PHRASE_WEIGHT)', async (t) => {

@@ -8,14 +8,14 @@ import type { ChatMessage, PromptTrace, Tenant, Tokens } from '../types.js'
 import { invalidParam } from '../errors.js'
 import { checkPairing, hasToolCalls } from '../messages/pairing.js'
 import { userText } from '../messages/text.js'
-import type { TokenCounter } from '../context/tokenizer.js'
+import { STORED_ENCODING, type TokenCounter } from '../context/tokenizer.js'
 import { pack } from '../context/packer.js'
 import type { SessionStore, StoredMessage } from '../storage/interface.js'
 import { sessionKey } from '../storage/session-id.js'
 import type { ModelCatalog } from '../upstream/model-catalog.js'
 import type { Cancel } from '../retrieval/embedder.js'
 import type { KnowledgeBase, SearchHit } from '../knowledge/knowledge-base.js'
-import { renderContextMessage } from '../knowledge/knowledge-base.js'
+import { renderContextMessage, renderCounted } from '../knowledge/knowledge-base.js'
 import { DEFAULT_RELEVANCE_GATE, type NotRetrieved, type RelevanceGate } from '../knowledge/relevance.js'
 import type { RecallCandidates, SessionRecall } from '../recall/session-recall.js'
 import type { SentBlock } from '../recall/recall-block.js'
@@ -208,6 +208,8 @@ export class Planner implements ChatPlanner {
     }
     const historyMessageTokens = (m: StoredMessage): Tokens => o.counter.storedMessageTokens(m, model)
     const ragBudget = Math.min(o.ragMaxTokens, Math.floor(usable * o.ragBudgetShare))
+    // The chunks' counts are o200k's: a cl100k model's count of the block is its own.
+    const chunkCountsApply = o.counter.encodingFor(model) === STORED_ENCODING
 
     // Recall searches (async) before packing (sync), and only when the history cannot fit whole: the common case
     // pays one pass over stored counts.
@@ -253,7 +255,14 @@ export class Planner implements ChatPlanner {
           : {
               candidates,
               budget: ragBudget,
-              render: (selected) => renderContextMessage(selected.map((i) => candidates[i] as SearchHit)),
+              render: (selected) => {
+                const chosen = selected.map((i) => candidates[i] as SearchHit)
+                if (!chunkCountsApply) return renderContextMessage(chosen)
+                // The block's count summed from the chunks' stored (o200k) counts, remembered for the packer's count.
+                const { message, tokens } = renderCounted(chosen)
+                counted.set(message, o.counter.messageTokensFromContent(message.role, tokens, model))
+                return message
+              },
             },
       recall:
         recall === undefined || recalled === undefined

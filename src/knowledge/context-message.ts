@@ -20,6 +20,8 @@ export interface ContextHit {
   /** Character range in the file's extracted text; used to merge neighbouring chunks. */
   char_start?: number
   char_end?: number
+  /** The exact o200k count of `text`, when known (a chunk's stored count): spares counting it again (renderCounted). */
+  tokens?: Tokens
 }
 
 // Kept short on purpose: every token of framing is one less for retrieved text within the same budget.
@@ -33,11 +35,68 @@ interface Excerpt {
   start: number
   end: number
   text: string
+  /** o200k count of `text` when it is one hit's text whose count was given; a merged excerpt has none. */
+  tokens: Tokens | undefined
 }
 
 /** Render `hits` (in the order given) as one message (context/block-role.ts). */
 export function renderContextMessage(hits: readonly ContextHit[]): ChatMessage {
   return { role: BLOCK_ROLE, content: render(merge(hits)) }
+}
+
+/**
+ * The same message with its content's exact o200k count, mostly summed from the hits' own counts rather than by
+ * tokenizing the excerpts again (≈ 1,300 tokens a request, counted whole every time before).
+ *
+ * Why the sum is exact: o200k's pre-tokenizer never puts a non-space character and a following space in one pre-token
+ * (token-count.ts), and BPE never merges across pre-tokens, so the count of a text is the sum of the counts of its
+ * pieces cut before such spaces. Each excerpt begins at a pre-token of its own: the `[` of `[n]` follows a run of
+ * newlines, and the pre-token before it (the preamble's `.` or a closing fence, with the newlines) cannot take a `[`.
+ * Inside an excerpt only the text's first and last pieces can join the fence lines around them (`.` and the newline
+ * after it are one pre-token): those two are counted with their fence lines, and the pieces between them are the
+ * hit's count less theirs. An excerpt without a known count (merged neighbours), or whose text has no inner cut, is
+ * counted whole. `test/rag-context-message.test.ts` checks the sum against a full count.
+ */
+export function renderCounted(hits: readonly ContextHit[], count: (text: string) => Tokens = countO200k): { message: ChatMessage; tokens: Tokens } {
+  const excerpts = merge(hits)
+  let tokens = count(excerpts.length === 0 ? CONTEXT_PREAMBLE : `${CONTEXT_PREAMBLE}${SEPARATOR}`)
+  excerpts.forEach((e, i) => {
+    const last = i === excerpts.length - 1
+    tokens += excerptTokens(e, i, last ? '' : SEPARATOR, count)
+  })
+  return { message: { role: BLOCK_ROLE, content: render(excerpts) }, tokens }
+}
+
+const SEPARATOR = '\n\n'
+
+function excerptTokens(e: Excerpt, i: number, after: string, count: (text: string) => Tokens): Tokens {
+  const { head, tail } = excerptFrame(e, i)
+  const cuts = e.tokens === undefined ? undefined : outerCuts(e.text)
+  if (e.tokens === undefined || cuts === undefined) return count(`${head}${e.text}${tail}${after}`)
+  const first = e.text.slice(0, cuts[0])
+  const last = e.text.slice(cuts[1])
+  return count(`${head}${first}`) + e.tokens - count(first) - count(last) + count(`${last}${tail}${after}`)
+}
+
+/** The first and the last cut of `text` before a space that follows a non-space character; undefined without one. */
+function outerCuts(text: string): [number, number] | undefined {
+  let first = -1
+  for (let i = 1; i < text.length; i++) {
+    if (text.charCodeAt(i) === 32 && !isSpace(text.charCodeAt(i - 1))) {
+      first = i
+      break
+    }
+  }
+  if (first < 0) return undefined
+  for (let i = text.length - 1; i > first; i--) {
+    if (text.charCodeAt(i) === 32 && !isSpace(text.charCodeAt(i - 1))) return [first, i]
+  }
+  return [first, first]
+}
+
+/** White space as the pre-tokenizer's \s may see it (a superset only loses cut points, as in token-count.ts). */
+function isSpace(c: number): boolean {
+  return c <= 32 || c === 0x85 || c === 0xa0 || c === 0x1680 || (c >= 0x2000 && c <= 0x200a) || c === 0x2028 || c === 0x2029 || c === 0x202f || c === 0x205f || c === 0x3000 || c === 0xfeff
 }
 
 export interface ContextSelection<H extends ContextHit> {
@@ -102,6 +161,7 @@ function merge(hits: readonly ContextHit[]): Excerpt[] {
       start: start ?? -1,
       end: end ?? -1,
       text: h.text,
+      tokens: h.tokens,
     }
     // Merge into an earlier excerpt of the same file when the ranges overlap or touch.
     if (start === undefined || end === undefined) {
@@ -113,6 +173,7 @@ function merge(hits: readonly ContextHit[]): Excerpt[] {
       out.push(e)
       continue
     }
+    into.tokens = undefined
     if (start < into.start) {
       into.text = e.text.slice(0, into.start - start) + into.text
       into.start = start
@@ -127,11 +188,17 @@ function merge(hits: readonly ContextHit[]): Excerpt[] {
 }
 
 function render(excerpts: readonly Excerpt[]): string {
-  return [CONTEXT_PREAMBLE, ...excerpts.map((e, i) => renderExcerpt(e, i))].join('\n\n')
+  return [CONTEXT_PREAMBLE, ...excerpts.map((e, i) => renderExcerpt(e, i))].join(SEPARATOR)
+}
+
+/** What goes before and after an excerpt's text: its source line and the opening fence, the closing fence. */
+function excerptFrame(e: Excerpt, i: number): { head: string; tail: string } {
+  const fence = fenceFor(e.text)
+  const section = e.headingPath.length ? ` § ${JSON.stringify(e.headingPath.join(' > '))}` : ''
+  return { head: `[${i + 1}] ${JSON.stringify(e.filename)}${section}\n${fence}\n`, tail: `\n${fence}` }
 }
 
 function renderExcerpt(e: Excerpt, i: number): string {
-  const fence = fenceFor(e.text)
-  const section = e.headingPath.length ? ` § ${JSON.stringify(e.headingPath.join(' > '))}` : ''
-  return `[${i + 1}] ${JSON.stringify(e.filename)}${section}\n${fence}\n${e.text}\n${fence}`
+  const { head, tail } = excerptFrame(e, i)
+  return `${head}${e.text}${tail}`
 }

@@ -29,7 +29,7 @@ import type { ExtractLimits } from '../ingest/extract.js'
 import { readJsonUpload, type JsonUpload } from './json-upload.js'
 import { decodeTerms } from '../retrieval/chunk-terms.js'
 
-export { renderContextMessage } from './context-message.js'
+export { renderContextMessage, renderCounted } from './context-message.js'
 
 export type FileRecord = FileRow
 
