@@ -51,6 +51,8 @@ export interface StackOptions {
   cpuProfDir?: string | undefined
   /** Another build's `dist` directory: start its gateway too, as `before` (see SpawnOptions.script). */
   abDist?: string | undefined
+  /** `before` opens the same DATA_DIR (LMDB is shared between processes) instead of an empty one of its own. */
+  abSameDataDir?: boolean
 }
 
 export async function startStack(o: StackOptions = {}): Promise<Stack> {
@@ -77,8 +79,8 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
     if (o.abDist !== undefined) {
       const script = join(resolve(o.abDist), 'bench', 'lib', 'role.js')
       if (!existsSync(script)) throw new Error(`--ab: no ${script} (point it at a build's dist directory)`)
-      beforeDataDir = mkdtempSync(join(tmpdir(), 'recallgate-bench-before-'))
-      before = await spawnRole({ role: 'gateway', env: { ...gatewayEnv, DATA_DIR: beforeDataDir } }, { script })
+      if (o.abSameDataDir !== true) beforeDataDir = mkdtempSync(join(tmpdir(), 'recallgate-bench-before-'))
+      before = await spawnRole({ role: 'gateway', env: { ...gatewayEnv, DATA_DIR: beforeDataDir ?? dataDir } }, { script })
       started.push(before)
     }
     const profiled = (): Array<[ProfiledRole, Proc]> => {

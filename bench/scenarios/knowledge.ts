@@ -6,14 +6,16 @@
  * The knowledge base is built once through KnowledgeBase.ingest (the code behind POST /api/v1/files) with the
  * gateway's default chunking and local embedder, and cached under $TMPDIR/recallgate-bench-cache/ for later runs.
  * Baselines: the exact prompts recallgate built (captured from the mock) sent direct to the mock.
+ * `--ab DIR`: another build's gateway on the same DATA_DIR, as two more arms (`before rag`, `before rag+session`), and
+ * rows of this build's gateway CPU per request against it.
  */
 import { chatRequest } from '../../src/cli/bench.js'
 import { Corpus } from '../lib/corpus.js'
-import { armProblems, latencyRow } from '../lib/arm-report.js'
+import { arm, armProblems, latencyRow } from '../lib/arm-report.js'
 import { describeArms, interleave, type Arm } from '../lib/interleave.js'
 import { cachedKnowledgeBase } from '../lib/kb-cache.js'
 import { BENCH_KEY, callJson, capturedUpstreamBody, chatBody, PROVIDER_KEY, startStack, type ScenarioContext } from '../lib/stack.js'
-import { mb } from '../lib/stats.js'
+import { mb, ratio, us } from '../lib/stats.js'
 import type { Row } from '../lib/table.js'
 import type { ScenarioResult } from './relay.js'
 import { SESSION_MESSAGES, seedSession } from './session.js'
@@ -31,6 +33,8 @@ export async function knowledgeScenario(ctx: ScenarioContext): Promise<ScenarioR
   const stack = await startStack({
     dataDir,
     cpuProfDir: ctx.cpuProfDir,
+    abDist: ctx.abDist,
+    abSameDataDir: true,
     env: {
       MAX_SESSION_MESSAGES: String(SESSION_MESSAGES),
       // The corpus is made-up words, so its question holds too little of any chunk to pass the relevance gate: gate
@@ -69,6 +73,15 @@ export async function knowledgeScenario(ctx: ScenarioContext): Promise<ScenarioR
       { name: 'direct rag+session', origin: stack.origins.mock, request: req(bothPrompt) },
       { name: 'recallgate rag+session', origin: stack.origins.gateway, request: req(chatBody(question, { sessionId })), proc: stack.gateway },
     ]
+    const before = stack.before
+    if (before !== undefined) {
+      // The other build loads the same index and answers from the same session (each exchange saved, kept at its size).
+      await callJson(before.url, 'POST', '/api/v1/chat/completions', chatBody(question))
+      arms.push(
+        { name: 'before rag', origin: before.url, request: req(chatBody(question)), proc: before },
+        { name: 'before rag+session', origin: before.url, request: req(chatBody(question, { sessionId })), proc: before },
+      )
+    }
     const rounds = ctx.quick ? 4 : 8
     const batch = ctx.quick ? 50 : 80
     ctx.log(`knowledge: serial, ${rounds} rounds × ${batch} requests per arm`)
@@ -96,6 +109,13 @@ export async function knowledgeScenario(ctx: ScenarioContext): Promise<ScenarioR
         p: 0.5,
         targetMs: 2,
       }),
+      ...(before === undefined
+        ? []
+        : (['rag', 'rag+session'] as const).map((kind): Row => {
+            const cpu = (name: string): number => arm(m, name).cpuUsPerRequest
+            const r = cpu(`recallgate ${kind}`) / cpu(`before ${kind}`)
+            return { scenario: label, measure: `gateway CPU per request, ${kind}, this build ÷ --ab build`, baseline: `before ${us(cpu(`before ${kind}`) / 1000)}`, value: us(cpu(`recallgate ${kind}`) / 1000), delta: ratio(r), target: '' }
+          })),
       {
         scenario: label,
         measure: `gateway RSS (index load ${loadSeconds.toFixed(1)} s)`,
