@@ -293,7 +293,7 @@ export class Planner implements ChatPlanner {
       }
     }
 
-    if (recall !== undefined && req.sessionId !== undefined)
+    if (recall !== undefined && req.sessionId !== undefined && req.countOnly !== true)
       recall.service.sent(tenant.id, req.sessionId, result.recalledMessages > 0 ? chosen : undefined)
     const usedHits = result.selectedChunks.map((i) => hits[i] as SearchHit)
     const metadata: Metadata = {
@@ -327,7 +327,8 @@ export class Planner implements ChatPlanner {
         window: usable,
         reserved: reserve,
         stablePrefixTokens:
-          req.sessionId === undefined
+          // A count is not a prompt sent: it neither shares a prefix with the last one nor becomes the next one's.
+          req.sessionId === undefined || req.countOnly === true
             ? 0
             : this.#prefix.observe(
                 sessionKey(tenant.id, req.sessionId),

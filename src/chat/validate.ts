@@ -30,6 +30,12 @@ export interface ChatRequest {
   history?: readonly StoredMessage[]
   /** Messages older than `history` that the walk left out (they count as not fitting, as a session's do). */
   olderMessages?: number
+  /**
+   * Prepared to be counted, not sent (`POST /responses/input_tokens`): packed exactly as it would be, but the planner
+   * remembers nothing of it for the session's next prompt (the stable prefix, the recall block sent), which a count
+   * must not move. Never set by chat requests.
+   */
+  countOnly?: boolean
 }
 
 export interface ValidationLimits {

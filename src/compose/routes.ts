@@ -12,6 +12,7 @@ import type { RouteDef } from '../http/server.js'
 import type { Metrics } from '../metrics.js'
 import type { Quotas } from '../quotas/quotas.js'
 import { responsesHandler } from '../responses/handler.js'
+import { inputTokensHandler } from '../responses/input-tokens.js'
 import { ChainCache } from '../responses/state.js'
 import { adminKeyRoutes } from '../routes/admin-keys.js'
 import { consoleRoutes } from '../routes/console.js'
@@ -91,6 +92,21 @@ export function routeTable(parts: {
     window: async (model: string, authorization: string, cancel: Cancel) =>
       (await catalog.contextLength(model, authorization, cancel)) ?? config.defaultContextLength,
   }
+  // What /responses and /responses/input_tokens both prepare a turn with: one cache of walked chains for the two.
+  const turns = {
+    planner,
+    responses,
+    conversations,
+    sessions,
+    files,
+    chains: new ChainCache(CHAIN_CACHE_MESSAGES),
+    limits: {
+      maxBodyBytes: config.maxBodyBytes,
+      maxInputItems: config.maxMessages,
+      maxSessionIdLength: config.maxSessionIdLength,
+      maxChainTurns: MAX_CHAIN_TURNS,
+    },
+  }
   return [
     { method: 'GET', path: '/healthz', auth: false, handler: healthHandler() },
     { method: 'GET', path: '/readyz', auth: false, handler: readinessHandler(parts.readiness, READINESS_TIMEOUT) },
@@ -128,26 +144,17 @@ export function routeTable(parts: {
       path: '/api/v1/responses',
       auth: true,
       handler: responsesHandler({
+        ...turns,
         upstream,
-        planner,
-        responses,
-        conversations,
-        sessions,
-        files,
-        chains: new ChainCache(CHAIN_CACHE_MESSAGES),
         countStored: (m) => counter.storedContentTokens(m),
         clock,
         now,
-        limits: {
-          maxBodyBytes: config.maxBodyBytes,
-          maxUpstreamBodyBytes: MAX_UPSTREAM_BODY,
-          maxEventBytes: MAX_SSE_EVENT,
-          maxInputItems: config.maxMessages,
-          maxSessionIdLength: config.maxSessionIdLength,
-          maxChainTurns: MAX_CHAIN_TURNS,
-        },
+        limits: { ...turns.limits, maxUpstreamBodyBytes: MAX_UPSTREAM_BODY, maxEventBytes: MAX_SSE_EVENT },
       }),
     },
+    // The path has `/responses/:id`'s shape, but a static path is its route's alone (http/router.ts): a GET here is a
+    // 405, not a lookup of a response named input_tokens.
+    { method: 'POST', path: '/api/v1/responses/input_tokens', auth: true, handler: inputTokensHandler(turns) },
     { method: 'GET', path: '/api/v1/responses/:id', auth: true, handler: rs.get },
     { method: 'DELETE', path: '/api/v1/responses/:id', auth: true, handler: rs.del },
     { method: 'GET', path: '/api/v1/responses/:id/input_items', auth: true, handler: rs.inputItems },

@@ -1,30 +1,25 @@
 /**
  * POST /api/v1/responses: OpenAI's Responses API on any upstream model, bridged to the chat path. The request is
- * translated (request.ts, items.ts), its context is rebuilt from the store (a `previous_response_id` chain, or a
+ * translated and its context rebuilt from the store by prepare-turn.ts (a `previous_response_id` chain, or a
  * conversation, which is a session), and from there it is a chat: the same planner (memory, retrieval, recall,
  * packing, `_metadata`), the same upstream call, the same relay (with the Responses event format instead of the
  * upstream's bytes). A stored response is durable before its last byte: an immediate follow-up can chain.
  */
-import { tenantOf } from '../http/tenant.js'
 import { unixSeconds } from '../types.js'
-import { gatewayError, invalidParam } from '../errors.js'
-import { readJsonObject } from '../http/body.js'
+import { gatewayError } from '../errors.js'
 import { sendJsonText } from '../http/respond.js'
 import { storeFailure } from '../http/store-failure.js'
-import { utf8Header } from '../http/utf8-header.js'
-import type { Handler, RequestContext } from '../http/server.js'
-import type { ConversationStore, ResponseStore, SessionStore, StoredResponse } from '../storage/interface.js'
+import type { Handler } from '../http/server.js'
+import type { StoredResponse } from '../storage/interface.js'
 import type { ChatMessage, Clock, Tenant, Tokens } from '../types.js'
 import type { UpstreamClient } from '../upstream/client.js'
-import { annotateOutcome, annotateUsage, type ChatPlanner, type NamedFiles, type PreparedChat } from '../chat/handler.js'
-import { namesInputFiles, resolveInputFiles } from './input-files.js'
-import { FileQuoter } from '../chat/file-inputs.js'
+import { annotateOutcome, annotateUsage, type PreparedChat } from '../chat/handler.js'
 import { relayStream, SSE_HEADERS, type Usage } from '../chat/relay-stream.js'
 import { callUpstream, readCompletion } from '../chat/upstream-call.js'
 import { messagesJsonOf, upstreamBody } from '../chat/upstream-body.js'
 import type { ChatRequest } from '../chat/validate.js'
 import { replyFromCompletion } from '../messages/reply.js'
-import { itemsToMessages, type ResponseItem } from './items.js'
+import type { ResponseItem } from './items.js'
 import {
   completionToOutput,
   mapUsage,
@@ -34,85 +29,28 @@ import {
   type ResponseState,
   type ResponseUsage,
 } from './output.js'
-import { parseResponsesRequest, type ResponsesRequest } from './request.js'
+import type { ResponsesRequest } from './request.js'
 import { fileSearchItem } from './file-search.js'
-import { checkCallPairs, newId, sessionPendingCalls, type ChainCache, resolveReferences, storedItems, turnMessages, walkChain, type Chain } from './state.js'
+import { newId, storedItems, turnMessages } from './state.js'
 import { encodeEvent, encodeEvents, JsonText, ResponseStreamTranslator } from './stream-translator.js'
+import { prepareTurn, type PrepareTurnOptions } from './prepare-turn.js'
 
-export interface ResponsesHandlerOptions {
+export interface ResponsesHandlerOptions extends PrepareTurnOptions {
   upstream: UpstreamClient
-  planner: ChatPlanner
-  responses: ResponseStore
-  conversations: ConversationStore
-  sessions: SessionStore
-  /** Walked `previous_response_id` chains, reused by the next turn (state.ts). */
-  chains?: ChainCache
-  /** The caller's files, for an `input_file` that names one by id (input-files.ts). */
-  files?: NamedFiles
   /** Stored token counts of a turn's messages (what a chained request's packing reads). */
   countStored: (m: ChatMessage) => Tokens
   clock: Clock
   /** Wall clock, epoch ms (created_at). */
   now: () => number
-  limits: {
-    maxBodyBytes: number
+  limits: PrepareTurnOptions['limits'] & {
     maxUpstreamBodyBytes: number
     maxEventBytes: number
-    maxInputItems: number
-    maxSessionIdLength: number
-    /** Ancestors read when walking a chain; older ones count as history that did not fit. */
-    maxChainTurns: number
   }
 }
 
 export function responsesHandler(o: ResponsesHandlerOptions): Handler {
   return async (ctx) => {
-    const tenant = tenantOf(ctx)
-    const body = await readJsonObject(ctx.req, o.limits.maxBodyBytes)
-    const header = ctx.req.headers['x-session-id']
-    const r = parseResponsesRequest(body, { maxInputItems: o.limits.maxInputItems, maxSessionIdLength: o.limits.maxSessionIdLength }, {
-      newId,
-      sessionIdHeader: typeof header === 'string' ? utf8Header(header, 'x-session-id') : undefined,
-    })
-    ctx.facts.model = r.model
-    ctx.facts.stream = r.stream
-    const authorization = ctx.req.headers.authorization
-    if (authorization === undefined || authorization.trim() === '') throw gatewayError('missing_provider_key')
-
-    const conversationId = r.conversationId ?? r.sessionId
-    if (r.previousResponseId !== undefined && conversationId !== undefined) {
-      throw invalidParam(
-        r.conversationId !== undefined ? 'conversation' : 'sessionId',
-        'previous_response_id cannot be used together with a conversation (or sessionId): choose one of them',
-      )
-    }
-    const chain =
-      r.previousResponseId === undefined ? undefined : await walkChain(o.responses, tenant.id, r.previousResponseId, o.limits.maxChainTurns, o.chains)
-    if (r.conversationId !== undefined && !(await conversationExists(o, tenant, r.conversationId))) {
-      throw gatewayError('not_found', { message: `Conversation with id '${r.conversationId}' not found.`, param: 'conversation' })
-    }
-    const input = r.input.some((item) => item.type === 'item_reference') ? await resolveReferences(r.input, o.responses, tenant.id) : r.input
-    // With neither a chain nor a conversation, the input is the whole context: nothing is pending before it.
-    const pendingCalls =
-      chain !== undefined
-        ? chain.pendingCalls
-        : r.conversationId !== undefined
-          ? await sessionPendingCalls(o.sessions, tenant.id, r.conversationId)
-          : conversationId !== undefined
-            ? undefined
-            : []
-    checkCallPairs(input, pendingCalls)
-    const resolved =
-      o.files !== undefined && namesInputFiles(input)
-        ? await resolveInputFiles(input, new FileQuoter(o.files.texts, tenant.id, await o.files.window(r.model, authorization, ctx)), 'input')
-        : input
-    const inputMessages = itemsToMessages(resolved)
-    const messages: ChatMessage[] =
-      r.instructions === null || r.instructions === '' ? inputMessages : [{ role: 'system', content: r.instructions }, ...inputMessages]
-    const chatReq = chatRequestOf(r, messages, conversationId, chain)
-
-    const planned = o.planner.prepare(tenant, chatReq, authorization, ctx)
-    const prepared = planned instanceof Promise ? await planned : planned
+    const { tenant, r, authorization, inputItems: input, inputMessages, chatReq, prepared } = await prepareTurn(o, ctx)
     ctx.trace = prepared.trace
     const id = newId('resp')
     const createdAt = o.now()
@@ -309,26 +247,4 @@ function fixedFields(t: Turn): Omit<ResponseObjectInput, keyof ResponseState> {
     previousResponseId: t.r.previousResponseId ?? null,
     conversationId: t.r.conversationId ?? null,
   }
-}
-
-/** The chat the planner packs: the request's messages after the chain's (or the conversation's) history. */
-function chatRequestOf(r: ResponsesRequest, messages: ChatMessage[], sessionId: string | undefined, chain: Chain | undefined): ChatRequest {
-  return {
-    model: r.model,
-    messages,
-    stream: r.stream,
-    maxTokens: r.maxOutputTokens,
-    sessionId,
-    saveToMemory: r.saveToMemory,
-    // `file_search` is the caller's knowledge base, searched as `useRAG` searches it.
-    useRAG: r.useRAG || r.fileSearch !== undefined,
-    ragQuery: r.ragQuery,
-    includeUsage: true,
-    passthrough: { model: r.model, ...r.chatFields },
-    ...(chain === undefined ? {} : { history: chain.history, olderMessages: chain.olderMessages }),
-  }
-}
-
-async function conversationExists(o: ResponsesHandlerOptions, tenant: Tenant, id: string): Promise<boolean> {
-  return (await o.conversations.get(tenant.id, id)) !== undefined || (await o.sessions.get(tenant.id, id)) !== undefined
 }

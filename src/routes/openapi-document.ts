@@ -144,6 +144,11 @@ export function openApiDocument(): Schema {
             tools: { type: 'array', items: { type: 'object' } },
           },
         },
+        InputTokens: {
+          type: 'object',
+          required: ['object', 'input_tokens'],
+          properties: { object: { const: 'response.input_tokens' }, input_tokens: { type: 'integer', minimum: 0 } },
+        },
         Response: {
           type: 'object',
           additionalProperties: true,
@@ -293,6 +298,14 @@ export function openApiDocument(): Schema {
             '200': { description: 'a response, or an event stream', content: { 'application/json': { schema: ref('Response') }, 'text/event-stream': {} } },
             ...errors(400, 401, 413, 429, 502, 503, 504),
           },
+        }),
+      },
+      '/api/v1/responses/input_tokens': {
+        post: op({
+          summary: 'the prompt tokens POST /responses would send for the same body (packed as it would be; no upstream call, nothing saved)',
+          security: tenantAndProvider,
+          requestBody: { required: true, content: { 'application/json': { schema: ref('ResponseRequest') } } },
+          responses: { '200': json(ref('InputTokens'), 'the count'), ...errors(400, 401, 404, 413, 429, 502, 503, 504) },
         }),
       },
       '/api/v1/responses/{id}': {
