@@ -3,6 +3,7 @@
  * the request ran without memory), and session ids are normalised (NFC, trimmed) and refused when blank.
  */
 import t from 'tap'
+import type OpenAI from 'openai'
 import { startHarness } from './helpers/harness.js'
 
 type Meta = { memory: { sessionId: string | null; historyMessages: number } }
@@ -40,6 +41,28 @@ t.test("OpenRouter's own session_id (its broadcast grouping) passes upstream unc
   t.equal(metaOf(res).memory.sessionId, null, 'no memory: that is sessionId')
   const list = (await (await h.fetch('/api/v1/sessions', { provider: null })).json()) as { data: unknown[] }
   t.same(list.data, [], 'no session made')
+})
+
+t.test('the Responses path takes session_id too and forwards it as chat does; near misses of sessionId are still refused', async (t) => {
+  const h = await startHarness(t)
+  const client = h.client()
+  // LangChain's ChatOpenRouter with `use_responses_api` sends it on /responses as on /chat/completions.
+  const body = { model: 'openai/gpt-4o-mini', input: 'hi', session_id: 'workflow-7' } as OpenAI.Responses.ResponseCreateParamsNonStreaming
+  const res = await client.responses.create(body)
+  t.equal(h.mock.lastChatBody()?.session_id, 'workflow-7', 'sent upstream as it came')
+  t.equal(metaOf(res).memory.sessionId, null, 'no memory: that is sessionId')
+  const stream = await client.responses.create({ ...body, session_id: 'workflow-8', stream: true } as OpenAI.Responses.ResponseCreateParamsStreaming)
+  for await (const _ of stream);
+  t.equal(h.mock.lastChatBody()?.session_id, 'workflow-8', 'streamed too')
+  const list = (await (await h.fetch('/api/v1/sessions', { provider: null })).json()) as { data: unknown[] }
+  t.same(list.data, [], 'no session made')
+
+  const before = h.mock.requests.length
+  const wrongType = await client.responses.create({ ...body, session_id: 7 } as never).catch((e: unknown) => e)
+  t.match(wrongType, { status: 400, error: { code: 'invalid_parameter', param: 'session_id' } }, 'a session_id that is not a string')
+  const nearMiss = await client.responses.create({ model: 'openai/gpt-4o-mini', input: 'hi', sessionID: 's' } as never).catch((e: unknown) => e)
+  t.match(nearMiss, { status: 400, error: { param: 'sessionID', message: /did you mean "sessionId"/ } })
+  t.equal(h.mock.requests.length, before, 'nothing refused went upstream')
 })
 
 t.test('session ids: NFC and NFD are one session, surrounding spaces are dropped, blank is refused', async (t) => {

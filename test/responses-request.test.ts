@@ -201,6 +201,9 @@ t.test('other accepted forms', async (t) => {
   t.strictSame(parse({ ...ok, include: ['message.output_text.logprobs'] }).chatFields, { logprobs: true })
   t.strictSame(parse({ ...ok, top_logprobs: 0 }).chatFields, {}, 'top_logprobs 0 asks for nothing')
   t.strictSame(parse({ ...ok, user: 'u' }).chatFields, { user: 'u' })
+  // OpenRouter's own field, not a misspelling of sessionId: forwarded as the chat path forwards it.
+  t.strictSame(parse({ ...ok, session_id: 'workflow-7' }).chatFields, { session_id: 'workflow-7' })
+  t.equal(parse({ ...ok, session_id: 'workflow-7' }).sessionId, undefined, 'not a recallgate session')
   t.strictSame(parse({ ...ok, reasoning: { summary: 'auto' } }).chatFields, {}, 'a summary alone sends no reasoning')
   t.equal(parse({ ...ok }, 'from-header').sessionId, 'from-header')
   t.equal(parse({ ...ok, sessionId: 'body' }, 'from-header').sessionId, 'body')
@@ -267,7 +270,8 @@ t.test('bad bodies name the field', async (t) => {
     ['truncation unknown', { ...ok, truncation: 'middle' }, 'truncation', /auto.*disabled/],
     ['prompt_cache_key a number', { ...ok, prompt_cache_key: 1 }, 'prompt_cache_key', /string/],
     ['max_tool_calls zero', { ...ok, max_tool_calls: 0 }, 'max_tool_calls', /positive integer/],
-    ['sessionId misspelled', { ...ok, session_id: 's' }, 'session_id', /did you mean "sessionId"/],
+    ['sessionId misspelled', { ...ok, sessionID: 's' }, 'sessionID', /did you mean "sessionId"/],
+    ['session_id a number', { ...ok, session_id: 7 }, 'session_id', /string/],
     ['sessionId too long', { ...ok, sessionId: 'x'.repeat(17) }, 'sessionId', /at most 16/],
     ['sessionId blank', { ...ok, sessionId: '  ' }, 'sessionId', /white space/],
     ['useRAG a string', { ...ok, useRAG: 'no' }, 'useRAG', /boolean/],

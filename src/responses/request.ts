@@ -10,7 +10,7 @@
  */
 import { gatewayError, invalidParam } from '../errors.js'
 import { isObject } from '../types.js'
-import { checkExtensionSpelling } from '../chat/extension-fields.js'
+import { checkExtensionSpelling, PROVIDER_FIELDS } from '../chat/extension-fields.js'
 import { inRange, optionalBoolean, positiveInteger, readRagQuery, readSessionId } from '../chat/validate.js'
 import type { NewId, ResponseItem } from './item-types.js'
 import { normalizeInput } from './input-items.js'
@@ -34,7 +34,7 @@ export interface ResponsesRequest {
   /**
    * Chat Completions body fields for the upstream, without model/messages/stream/stream_options: tools, tool_choice,
    * parallel_tool_calls, response_format, verbosity, max_tokens, temperature, top_p, reasoning, user, logprobs,
-   * top_logprobs.
+   * top_logprobs, session_id.
    */
   chatFields: Record<string, unknown>
   maxOutputTokens: number | undefined
@@ -64,7 +64,7 @@ export function parseResponsesRequest(
   limits: ResponsesLimits,
   opts: { newId: NewId; sessionIdHeader?: string },
 ): ResponsesRequest {
-  checkExtensionSpelling(body)
+  checkExtensionSpelling(body, PROVIDER_FIELDS)
   const model = body.model
   if (model === undefined || model === null) throw gatewayError('missing_parameter', { param: 'model', message: 'model is required' })
   if (typeof model !== 'string' || model === '' || model.length > 256) throw invalidParam('model', 'model must be a non-empty string of at most 256 characters')
@@ -158,6 +158,12 @@ export function parseResponsesRequest(
   if (upstreamUser !== undefined) chatFields.user = upstreamUser
   echo.user = user ?? null
   echo.safety_identifier = safetyIdentifier ?? null
+
+  // OpenRouter's own grouping of requests for its observability (extension-fields.ts), sent by clients that speak to it
+  // directly: forwarded as chat forwards it. Checked here because this wire forwards only fields it knows; its length
+  // is the provider's to judge, as on the chat path. Not a recallgate session (that is `sessionId`).
+  const providerSession = optionalString(body, 'session_id')
+  if (providerSession !== undefined) chatFields.session_id = providerSession
 
   const truncation = body.truncation ?? 'disabled'
   if (truncation !== 'auto' && truncation !== 'disabled') throw invalidParam('truncation', 'truncation must be "auto" or "disabled"')
