@@ -3,7 +3,7 @@
  * isolated per service key, surviving a restart, and the session API.
  */
 import t from 'tap'
-import { encodeChat } from 'gpt-tokenizer'
+import { encode, encodeChat } from 'gpt-tokenizer'
 import OpenAI from 'openai'
 import { KEY_A, KEY_B, startHarness, type Harness } from './helpers/harness.js'
 
@@ -190,6 +190,40 @@ t.test('packing: a small window keeps the newest history, whole pairs, and says 
     .catch((e: unknown) => e)
   t.type(e, OpenAI.BadRequestError)
   t.match((e as InstanceType<typeof OpenAI.BadRequestError>).error, { code: 'context_length_exceeded' })
+})
+
+t.test('packing with a large response_format schema: the schema takes room, the total stays within the window', async (t) => {
+  const h = await startHarness(t, { mock: { models: [{ id: 'test/tiny', context_length: 900 }] }, env: { TOKEN_MARGINS: '*:0' } })
+  const ask = (content: string, extra: Record<string, unknown> = {}) =>
+    h.client().chat.completions.create({
+      model: 'test/tiny',
+      max_tokens: 100,
+      messages: [{ role: 'user', content }],
+      ...({ sessionId: 'long', useRAG: false, ...extra } as object),
+    })
+  for (let i = 0; i < 14; i++) await ask(`turn ${i}: ${'lorem ipsum dolor sit amet '.repeat(4)}`)
+  const properties = Object.fromEntries(
+    Array.from({ length: 12 }, (_, i) => [`field_${i}`, { type: 'string', description: `The ${i}th detail of the answer, in plain words.` }]),
+  )
+  const jsonSchema = { name: 'answer', strict: true, schema: { type: 'object', properties, required: Object.keys(properties), additionalProperties: false } }
+  const schemaTokens = encode(JSON.stringify(jsonSchema)).length
+  t.ok(schemaTokens > 250, `a large schema (${schemaTokens} tokens)`)
+
+  const without = metaOf(await ask('latest question', { saveToMemory: false }))
+  t.equal(without.context.truncated, true, 'the session fills the window without the schema')
+  const r = await ask('latest question', { saveToMemory: false, response_format: { type: 'json_schema', json_schema: jsonSchema } })
+  const meta = metaOf(r)
+  const up = h.mock.lastChatBody() ?? {}
+  t.same(up.response_format, { type: 'json_schema', json_schema: jsonSchema }, 'the schema went upstream as sent')
+  const messages = encodeChat(up.messages as Parameters<typeof encodeChat>[0], 'gpt-4o').length
+  t.equal(meta.context.totalTokens, messages + schemaTokens, '_metadata counts the schema, as it counts tool definitions')
+  t.ok(messages + schemaTokens + 100 <= 900, `prompt (schema included) + reserve fit the window: ${messages} + ${schemaTokens} + 100`)
+  t.ok(meta.memory.historyMessages < without.memory.historyMessages, 'older turns made room for it')
+  t.equal(meta.memory.historyMessages % 2, 0, 'whole pairs')
+
+  const tooBig = { ...jsonSchema, schema: { ...jsonSchema.schema, description: 'word '.repeat(800) } }
+  const e = await ask('latest question', { response_format: { type: 'json_schema', json_schema: tooBig } }).catch((e: unknown) => e)
+  t.match((e as InstanceType<typeof OpenAI.BadRequestError>).error, { code: 'context_length_exceeded', message: /response schema/ }, 'a schema alone too large for the window')
 })
 
 t.test('GET /sessions lists the newest session first, and a later message does not move one', async (t) => {

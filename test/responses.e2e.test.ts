@@ -5,6 +5,7 @@
  */
 import t from 'tap'
 import OpenAI from 'openai'
+import { encode, encodeChat } from 'gpt-tokenizer'
 import { KEY_A, KEY_B, startHarness, type Harness } from './helpers/harness.js'
 import { checkResponseStream } from './helpers/responses-stream-checker.js'
 
@@ -389,6 +390,33 @@ t.test('streaming: an upstream failure midway ends with error and response.faile
   const created = events[0]?.response as { id: string }
   const retrieved = await client.responses.retrieve(created.id).then(() => undefined, (e: unknown) => e)
   t.ok(retrieved instanceof OpenAI.NotFoundError, 'a failed response is not stored')
+})
+
+t.test('a text.format schema takes room in the packed prompt, as tools do: a long conversation stays within the window', async (t) => {
+  const h = await startHarness(t, { mock: { models: [{ id: 'test/tiny', context_length: 900 }] }, env: { TOKEN_MARGINS: '*:0' } })
+  const client = h.client()
+  const ask = (input: string, extra: Record<string, unknown> = {}) =>
+    client.responses.create({ model: 'test/tiny', input, max_output_tokens: 100, sessionId: 'long', useRAG: false, ...extra } as OpenAI.Responses.ResponseCreateParamsNonStreaming)
+  for (let i = 0; i < 14; i++) await ask(`turn ${i}: ${'lorem ipsum dolor sit amet '.repeat(4)}`)
+  const properties = Object.fromEntries(
+    Array.from({ length: 12 }, (_, i) => [`field_${i}`, { type: 'string', description: `The ${i}th detail of the answer, in plain words.` }]),
+  )
+  const schema = { type: 'object', properties, required: Object.keys(properties), additionalProperties: false }
+  type Meta = { context: { totalTokens: number }; memory: { historyMessages: number } }
+  const without = (await ask('latest question', { saveToMemory: false, store: false })) as unknown as { _metadata: Meta }
+  const r = (await ask('latest question', {
+    saveToMemory: false,
+    store: false,
+    text: { format: { type: 'json_schema', name: 'answer', strict: true, schema } },
+  })) as unknown as { _metadata: Meta }
+  const up = h.mock.lastChatBody() ?? {}
+  const jsonSchema = { name: 'answer', schema, strict: true }
+  t.same(up.response_format, { type: 'json_schema', json_schema: jsonSchema })
+  const schemaTokens = encode(JSON.stringify(jsonSchema)).length
+  const messages = encodeChat(up.messages as Parameters<typeof encodeChat>[0], 'gpt-4o').length
+  t.equal(r._metadata.context.totalTokens, messages + schemaTokens, '_metadata counts the schema')
+  t.ok(messages + schemaTokens + 100 <= 900, `prompt (schema included) + reserve fit the window: ${messages} + ${schemaTokens} + 100`)
+  t.ok(r._metadata.memory.historyMessages < without._metadata.memory.historyMessages, 'older turns made room for it')
 })
 
 t.test('file_search searches the caller\'s knowledge base and reports a file_search_call item (JSON and stream)', async (t) => {

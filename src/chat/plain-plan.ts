@@ -39,6 +39,15 @@ export function replyReserve(req: ChatRequest, usable: Tokens, defaultMaxTokens:
   return req.maxTokens ?? Math.min(defaultMaxTokens, Math.floor(usable / 4))
 }
 
+/**
+ * What the request adds to the prompt besides its messages: its tool definitions (and the deprecated `functions`) and
+ * its `response_format` schema. One rule for both of the planner's paths.
+ */
+export function requestExtraTokens(counter: TokenCounter, req: ChatRequest): Tokens {
+  const p = req.passthrough
+  return counter.toolsTokens(p.tools, req.model, p.functions) + counter.responseFormatTokens(p.response_format, req.model)
+}
+
 export function plainPlan(
   o: { counter: TokenCounter; defaultMaxTokens: Tokens; promptCache?: 'auto' | 'off' },
   req: ChatRequest,
@@ -48,20 +57,20 @@ export function plainPlan(
   const model = req.model
   const usable = o.counter.usableWindow(model, window)
   const reserve = replyReserve(req, usable, o.defaultMaxTokens)
-  const toolTokens = o.counter.toolsTokens(req.passthrough.tools, model, req.passthrough.functions)
+  const extraTokens = requestExtraTokens(o.counter, req)
   const sent = req.messages
   const system = leadingSystem(sent)
   // As the general path checks it: the messages after the leading system ones.
   const violation = checkPairing(system === 0 ? sent : sent.slice(system))
   if (violation !== undefined) throw invalidParam(`messages[${system + violation.index}].${violation.field}`, violation.message)
   const messageTokens: Tokens[] = []
-  let totalTokens = o.counter.chatOverhead(model) + toolTokens
+  let totalTokens = o.counter.chatOverhead(model) + extraTokens
   for (const m of sent) {
     const n = o.counter.messageTokens(m, model)
     messageTokens.push(n)
     totalTokens += n
   }
-  checkRequestFits(usable, reserve, totalTokens, toolTokens)
+  checkRequestFits(usable, reserve, totalTokens, extraTokens)
   const metadata: Metadata = {
     memory: { sessionId: null, historyMessages: 0, recalledMessages: 0, recognizedMessages: 0 },
     rag: { enabled: req.useRAG, resultsFound: 0, query: rag.query, sources: [], reason: rag.reason, bestRelevance: null },

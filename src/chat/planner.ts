@@ -26,7 +26,7 @@ import type { ChatRequest } from './validate.js'
 import { alignResent } from './resent-history.js'
 import { asksNothing } from './small-talk.js'
 import { StablePrefix } from './stable-prefix.js'
-import { leadingSystem, plainPlan, replyReserve, type PlainRetrieval } from './plain-plan.js'
+import { leadingSystem, plainPlan, replyReserve, requestExtraTokens, type PlainRetrieval } from './plain-plan.js'
 import { quotedFileIds } from '../messages/quoted-file.js'
 import { clientMarksCache, needsBreakpoints, withBreakpoints } from './cache-breakpoints.js'
 
@@ -146,7 +146,7 @@ export class Planner implements ChatPlanner {
     const usable = o.counter.usableWindow(req.model, window)
     const reserve = replyReserve(req, usable, o.defaultMaxTokens)
     const model = req.model
-    const toolTokens = o.counter.toolsTokens(req.passthrough.tools, model, req.passthrough.functions)
+    const extraTokens = requestExtraTokens(o.counter, req)
     const { system, other } = splitRequest(req.messages)
 
     // Read enough to recognise a client that resends its whole history (at least its length), then align.
@@ -224,7 +224,7 @@ export class Planner implements ChatPlanner {
     const recall = o.recall
     // MAX_HISTORY_MESSAGES=0 asks for no history at all: recall does not bring it back either.
     if (recall !== undefined && req.sessionId !== undefined && o.maxHistoryMessages > 0 && history.length + older > 0) {
-      let fixed = o.counter.chatOverhead(model) + toolTokens + reserve + (hits.length > 0 ? ragBudget : 0)
+      let fixed = o.counter.chatOverhead(model) + extraTokens + reserve + (hits.length > 0 ? ragBudget : 0)
       for (const m of system) fixed += messageTokens(m)
       for (const m of sent) fixed += messageTokens(m)
       let historyTokens = 0
@@ -242,7 +242,7 @@ export class Planner implements ChatPlanner {
     const packWith = (candidates: readonly SearchHit[]): ReturnType<typeof pack> => pack({
       window: usable,
       reserve,
-      extraTokens: toolTokens,
+      extraTokens,
       requestSystem: system,
       requestOther: sent,
       history,
@@ -332,8 +332,8 @@ export class Planner implements ChatPlanner {
             ? 0
             : this.#prefix.observe(
                 sessionKey(tenant.id, req.sessionId),
-                `${model}\u0000${toolTokens > 0 ? JSON.stringify(req.passthrough.tools) : ''}`,
-                toolTokens,
+                `${model}\u0000${extraTokens > 0 ? JSON.stringify([req.passthrough.tools, req.passthrough.functions, req.passthrough.response_format]) : ''}`,
+                extraTokens,
                 result.messages,
                 result.messageTokens,
               ),

@@ -3,8 +3,8 @@
  * the same session, as packed — what a provider's prefix cache can serve.
  *
  * Per session, the previous prompt is kept as one 32-bit fingerprint per message (`hashText` of its JSON, the bytes the
- * provider sees; a collision only over-reports a prefix) and its tokens; the first fingerprint covers the model and the tool definitions, which providers
- * render ahead of the messages. Fingerprints of history messages are made once per (frozen, shared) message object.
+ * provider sees; a collision only over-reports a prefix) and its tokens; the first fingerprint covers the model, the tool
+ * definitions and the response schema, which providers render ahead of the messages. Fingerprints of history messages are made once per (frozen, shared) message object.
  * Bounded: an LRU of sessions; per process (a replica that has not seen the previous request reports 0).
  */
 import { LRUCache } from 'lru-cache'
@@ -14,7 +14,7 @@ import { messageJson } from './upstream-body.js'
 
 interface Prompt {
   prints: Uint32Array
-  /** Tokens of each fingerprinted element (the head's: the tool definitions). */
+  /** Tokens of each fingerprinted element (the head's: the tool definitions and response schema). */
   tokens: Float64Array
 }
 

@@ -140,3 +140,16 @@ export function toolsTokens(tools: unknown, count: CountText, funcInit: Tokens):
   }
   return n
 }
+
+/**
+ * A `response_format` JSON schema (chat's, and the Responses API's `text.format` translated to it): providers put the
+ * schema into the prompt (OpenAI renders it beside the system message for structured outputs) and bill it as input, so
+ * it takes room as tool definitions do; uncounted, a large schema let a packed prompt overflow the window. How each
+ * provider renders it is not published: it counts as the JSON text of `json_schema` (name, description, schema,
+ * strict), as a tool that is not a function does, and the learned correction covers a provider that counts more.
+ * `text` and `json_object` add no schema: 0.
+ */
+export function responseFormatTokens(format: unknown, count: CountText): Tokens {
+  if (!isObject(format) || format.type !== 'json_schema' || !isObject(format.json_schema)) return 0
+  return count(JSON.stringify(format.json_schema))
+}

@@ -91,7 +91,7 @@ export interface PackInput {
   window: Tokens
   /** Room kept for the reply: max_completion_tokens, max_tokens or the configured default. */
   reserve: Tokens
-  /** What else the request adds to the prompt besides messages: its tool definitions. Default 0. */
+  /** What else the request adds to the prompt besides messages: its tool definitions and response schema. Default 0. */
   extraTokens?: Tokens
   /** The request's system messages: always kept, first. */
   requestSystem: readonly ChatMessage[]
@@ -140,12 +140,12 @@ export interface PackResult {
 }
 
 /**
- * The request's own messages (`requestTokens`, tool definitions included: `extraTokens` of them) and the reply's
+ * The request's own messages (`requestTokens`, tool definitions and response schema included: `extraTokens` of them) and the reply's
  * reserve must fit the window: else 400 context_length_exceeded, before anything else is packed or sent.
  */
 export function checkRequestFits(window: Tokens, reserve: Tokens, requestTokens: Tokens, extraTokens: Tokens): void {
   if (requestTokens + reserve <= window) return
-  const tools = extraTokens > 0 ? ` (${extraTokens} of them the tool definitions)` : ''
+  const tools = extraTokens > 0 ? ` (${extraTokens} of them the tool definitions and response schema)` : ''
   throw gatewayError('context_length_exceeded', {
     param: 'messages',
     message:

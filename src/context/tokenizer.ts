@@ -16,7 +16,7 @@ import { LRUCache } from 'lru-cache'
 import * as cl100k from 'gpt-tokenizer/encoding/cl100k_base'
 import * as o200k from 'gpt-tokenizer/encoding/o200k_base'
 import type { ChatMessage, Role, Tokens } from '../types.js'
-import { contentTokens, toolsTokens, type MediaEstimates } from './message-tokens.js'
+import { contentTokens, responseFormatTokens, toolsTokens, type MediaEstimates } from './message-tokens.js'
 import { boundedCount } from './bounded-count.js'
 import { countO200k, pieceCounter } from './token-count.js'
 
@@ -193,6 +193,14 @@ export class TokenCounter {
       ? [...given, ...functions.map((f: unknown) => ({ type: 'function', function: f }))]
       : tools
     return toolsTokens(all, s.count, s.encoding === 'o200k_base' ? 7 : 10)
+  }
+
+  /**
+   * Tokens the request's `response_format` JSON schema adds to the prompt (0 without one). With `toolsTokens`, what a
+   * request adds besides its messages: the packer's `extraTokens`.
+   */
+  responseFormatTokens(format: unknown, model: string): Tokens {
+    return responseFormatTokens(format, this.#info(model).scheme.count)
   }
 
   /** Added once per chat: the reply priming (`<|im_start|>assistant<|im_sep|>`). */

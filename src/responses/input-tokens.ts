@@ -1,7 +1,7 @@
 /**
  * POST /api/v1/responses/input_tokens (the SDKs' `responses.inputTokens.count`): the tokens of the prompt that
  * `POST /responses` would send upstream for the same body, as the gateway counts and packs it (the chain or the
- * conversation's history that fits, retrieved excerpts, tool definitions), so that a client can
+ * conversation's history that fits, retrieved excerpts, tool definitions, the output schema), so that a client can
  * size a request before making it. Built by the same preparation (prepare-turn.ts): the same errors, and the same
  * reads of the store and the knowledge base, but no upstream call and nothing saved or remembered.
  */
