@@ -7,6 +7,7 @@
 import t from 'tap'
 import type OpenAI from 'openai'
 import { startHarness, type Harness } from './helpers/harness.js'
+import { uploadJson } from './helpers/uploads.js'
 
 type Msg = OpenAI.Chat.Completions.ChatCompletionMessageParam
 type Sent = Array<Record<string, unknown> & { role: string }>
@@ -175,11 +176,7 @@ t.test('a tool call remembered in a session: the next request carries only the r
 
 t.test('a tool loop with memory and files: the turn that carries only the results is searched with the stored question', async (t) => {
   const h = await startHarness(t)
-  const up = await h.fetch('/api/v1/files', {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ filename: 'travel.md', content: '# Travel policy\n\nIn snow, staff travelling to Oslo take the airport train, never a taxi.' }),
-  })
+  const up = await uploadJson(h, { filename: 'travel.md', content: '# Travel policy\n\nIn snow, staff travelling to Oslo take the airport train, never a taxi.' })
   t.equal(up.status, 201)
   type Rag = { query: string | null; reason: string | null; sources: Array<{ filename: string }> }
   const ragOf = (r: unknown): Rag => (r as { _metadata: { rag: Rag } })._metadata.rag

@@ -9,6 +9,7 @@ import { existsSync, mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { chromium, type Browser, type Page } from 'playwright-core'
 import { KEY_A, startHarness, type Harness } from './helpers/harness.js'
+import { uploadJson } from './helpers/uploads.js'
 import { skipUnless } from './helpers/services.js'
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
@@ -51,12 +52,7 @@ t.test('the console in chromium', { skip: skipUnless(existsSync(CHROMIUM), `no b
     t.equal(await page.isVisible('#nav'), false)
   })
 
-  const up = await h.fetch('/api/v1/files', {
-    method: 'POST',
-    provider: null,
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ filename: 'zorbelt.txt', content: 'The walrus colony at Cape Zorbelt numbers 4,217 animals.' }),
-  })
+  const up = await uploadJson(h, { filename: 'zorbelt.txt', content: 'The walrus colony at Cape Zorbelt numbers 4,217 animals.' }, { provider: null })
   t.equal(up.status, 201)
   await chat(h, { messages: [{ role: 'user', content: XSS }], sessionId: 'hostile', useRAG: false })
   const requestId = await chat(h, {

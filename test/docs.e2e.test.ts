@@ -8,6 +8,7 @@ import t from 'tap'
 import { help as mockHelp } from '../src/cli/mock-upstream.js'
 import { BLOCK_ROLE } from '../src/context/block-role.js'
 import { startHarness } from './helpers/harness.js'
+import { uploadJson } from './helpers/uploads.js'
 
 const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8')
 const operations = readFileSync(new URL('../docs/operations.md', import.meta.url), 'utf8')
@@ -29,12 +30,7 @@ t.test('the upload response has exactly the fields the README lists, content_typ
   const listed = /201 \{([^}]*)\}/.exec(row)?.[1]?.split(',').map((f) => f.trim().split(':')[0]?.trim()) ?? []
   t.ok(listed.includes('content_type'), 'content_type is documented')
   const h = await startHarness(t)
-  const res = await h.fetch('/api/v1/files', {
-    method: 'POST',
-    provider: null,
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ filename: 'notes.md', content: '# Notes\n\nThe zorblat runs on Tuesdays.', metadata: { team: 'ops' } }),
-  })
+  const res = await uploadJson(h, { filename: 'notes.md', content: '# Notes\n\nThe zorblat runs on Tuesdays.', metadata: { team: 'ops' } }, { provider: null })
   t.equal(res.status, 201)
   const body = (await res.json()) as Record<string, unknown>
   t.same(Object.keys(body).sort(), [...listed].sort(), 'documented fields = answered fields')
@@ -45,12 +41,7 @@ t.test('retrieved excerpts ride as a user message after the history, as the know
   t.match(readme, /go into one \*\*`user` message\*\* placed after the history/)
   t.equal(BLOCK_ROLE, 'user')
   const h = await startHarness(t)
-  await h.fetch('/api/v1/files', {
-    method: 'POST',
-    provider: null,
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ filename: 'zorblat.md', content: 'The zorblat engine runs on Tuesdays and Fridays.' }),
-  })
+  await uploadJson(h, { filename: 'zorblat.md', content: 'The zorblat engine runs on Tuesdays and Fridays.' }, { provider: null })
   await h.client().chat.completions.create({
     model: 'openai/gpt-4o-mini',
     messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'When does the zorblat engine run?' }],

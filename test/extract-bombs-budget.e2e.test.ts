@@ -14,6 +14,7 @@ import t from 'tap'
 import { deflateSync } from 'node:zlib'
 import { makePdf } from './helpers/format-fixtures.js'
 import { startHarness } from './helpers/harness.js'
+import { uploadJson } from './helpers/uploads.js'
 import { expectLimit, normal, pdfWith, uploadPdf } from './helpers/pdf-bombs.js'
 
 t.test('many pages past the time budget: the thread is ended, the next upload is read', async (t) => {
@@ -37,11 +38,7 @@ t.test('text past EXTRACT_MAX_TEXT_CHARS: 422, for a PDF and for a text file', a
   const h = await startHarness(t, { env: { EXTRACT_MAX_TEXT_CHARS: '2000' } })
   const lines = Array.from({ length: 80 }, (_, i) => `line ${i} of a long page of text`)
   await expectLimit(t, await uploadPdf(h, 'long.pdf', makePdf([lines, lines])), 'EXTRACT_MAX_TEXT_CHARS')
-  const text = await h.fetch('/api/v1/files', {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ filename: 'long.txt', content: lines.join('\n').repeat(3) }),
-  })
+  const text = await uploadJson(h, { filename: 'long.txt', content: lines.join('\n').repeat(3) })
   await expectLimit(t, text, 'EXTRACT_MAX_TEXT_CHARS')
   const short = await uploadPdf(h, 'short.pdf', normal)
   t.equal(short.status, 201, 'a file under the limit is read')

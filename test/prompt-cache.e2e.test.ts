@@ -5,6 +5,7 @@
  */
 import t from 'tap'
 import { KEY_A, startHarness, type Harness } from './helpers/harness.js'
+import { uploadJson } from './helpers/uploads.js'
 
 type Part = { type: string; text?: string; cache_control?: unknown }
 type Sent = Array<{ role: string; content: string | Part[] | null }>
@@ -22,11 +23,7 @@ const long = (i: number): string => `Entry ${i}: ${'the keeper logged the tide, 
 
 t.test('consecutive requests share their prefix up to the per-request parts; cached_tokens reaches the client and /metrics', async (t) => {
   const h = await startHarness(t)
-  const up = await h.fetch('/api/v1/files', {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ filename: 'lamps.md', content: '# Lamps\n\nThe Lighthouse Society lamp burns whale oil in winter and colza oil in summer.' }),
-  })
+  const up = await uploadJson(h, { filename: 'lamps.md', content: '# Lamps\n\nThe Lighthouse Society lamp burns whale oil in winter and colza oil in summer.' })
   t.equal(up.status, 201)
   for (let i = 0; i < 4; i++) await chat(h, { messages: [SYSTEM, { role: 'user', content: long(i) }], sessionId: 'log', useRAG: false })
 

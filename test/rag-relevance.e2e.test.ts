@@ -5,6 +5,7 @@
 import { encodeChat } from 'gpt-tokenizer'
 import t, { type Test } from 'tap'
 import { KEY_A, startHarness, type Harness } from './helpers/harness.js'
+import { uploadJson } from './helpers/uploads.js'
 
 interface Rag { enabled: boolean; resultsFound: number; query: string | null; sources: Array<{ filename: string }>; reason: string | null; bestRelevance: number | null }
 
@@ -17,7 +18,7 @@ const FILES: Array<[string, string]> = [
 async function setup(t: Test): Promise<Harness> {
   const h = await startHarness(t)
   for (const [filename, content] of FILES) {
-    const r = await h.fetch('/api/v1/files', { method: 'POST', key: KEY_A, provider: null, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ filename, content }) })
+    const r = await uploadJson(h, { filename, content }, { provider: null })
     t.equal(r.status, 201)
   }
   return h
@@ -130,7 +131,7 @@ const SMALL_KB: Array<[string, string]> = [
 t.test('a small knowledge base: a question about one file brings that file only; a search for nothing relevant finds nothing', async (t) => {
   const h = await startHarness(t)
   for (const [filename, content] of SMALL_KB) {
-    const r = await h.fetch('/api/v1/files', { method: 'POST', key: KEY_A, provider: null, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ filename, content }) })
+    const r = await uploadJson(h, { filename, content }, { provider: null })
     t.equal(r.status, 201)
   }
   const r = await ask(h, 'Can I get a refund for a gift card?')
@@ -169,7 +170,7 @@ t.test('a second excerpt goes in as its best sentences only, and _metadata says 
       `Local buses stop outside the main entrance every ten minutes.`,
     ].join(' ')
   const content = `# Ferries\n\n${para('Oban')}\n\n## Northern routes\n\n${para('Ullapool')}`
-  const up = await h.fetch('/api/v1/files', { method: 'POST', key: KEY_A, provider: null, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ filename: 'ferries.md', content }) })
+  const up = await uploadJson(h, { filename: 'ferries.md', content }, { provider: null })
   t.equal(up.status, 201)
   const r = await ask(h, 'Where are night ferry tickets to the islands sold?')
   t.equal(r.rag.reason, null)
@@ -191,7 +192,7 @@ t.test('a file that repeats the question\'s phrasing is more relevant than one h
     ['diary.md', 'Vienna was cold. We took the train home, and slept through the night.'],
   ]
   for (const [filename, content] of files) {
-    const r = await h.fetch('/api/v1/files', { method: 'POST', key: KEY_A, provider: null, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ filename, content }) })
+    const r = await uploadJson(h, { filename, content }, { provider: null })
     t.equal(r.status, 201)
   }
   const res = await h.fetch('/api/v1/files/search', { method: 'POST', key: KEY_A, provider: null, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: 'night train Vienna' }) })

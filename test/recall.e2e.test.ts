@@ -6,6 +6,7 @@
 import t, { type Test } from 'tap'
 import { encodeChat } from 'gpt-tokenizer'
 import { KEY_A, KEY_B, startHarness, type Harness } from './helpers/harness.js'
+import { uploadJson } from './helpers/uploads.js'
 import { testableEngines } from './helpers/store-engines.js'
 
 const MODEL = 'openai/gpt-4o'
@@ -159,11 +160,7 @@ for (const engine of testableEngines(t, 'long-term recall')) {
   t.test(`${engine.name}: the history, then the recall block, then the retrieved-file context; RECALL=off keeps only the newest turns`, async (t) => {
     const h = await harness(t)
     await longSession(h, 'long')
-    const up = await h.fetch('/api/v1/files', {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ filename: 'cats.txt', content: 'Cats called Bartholomew are usually grandmother cats that eat sardines.' }),
-    })
+    const up = await uploadJson(h, { filename: 'cats.txt', content: 'Cats called Bartholomew are usually grandmother cats that eat sardines.' })
     t.equal(up.status, 201)
     const meta = await chat(h, 'long', QUESTION, { saveToMemory: false, useRAG: true })
     const messages = sent(h)

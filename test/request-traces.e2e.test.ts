@@ -5,6 +5,7 @@
  */
 import t from 'tap'
 import { KEY_A, KEY_B, PROVIDER_KEY, startHarness, type Harness } from './helpers/harness.js'
+import { uploadJson } from './helpers/uploads.js'
 
 type Part = { part: string; tokens: number; message: { role: string; content: unknown }; sources?: Array<{ filename: string; score: number }> }
 type Trace = { id: string; model: string; session_id: string | null; status: number; prompt_tokens: number; completion_tokens: number; total_tokens_packed: number; parts: Part[]; left_out: { historyMessages: number; chunks: number } }
@@ -23,7 +24,7 @@ async function chat(h: Harness, body: Record<string, unknown>, key = KEY_A): Pro
 
 t.test('a chat with history and an excerpt is traced part by part, by its x-request-id', async (t) => {
   const h = await startHarness(t)
-  const up = await h.fetch('/api/v1/files', { method: 'POST', provider: null, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ filename: 'zorbelt.txt', content: 'The walrus colony at Cape Zorbelt numbers 4,217 animals.' }) })
+  const up = await uploadJson(h, { filename: 'zorbelt.txt', content: 'The walrus colony at Cape Zorbelt numbers 4,217 animals.' }, { provider: null })
   t.equal(up.status, 201)
   await chat(h, { messages: [{ role: 'user', content: 'Hello there, I am Ada.' }], sessionId: 'traced', useRAG: false })
   const id = await chat(h, {

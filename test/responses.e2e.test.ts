@@ -7,6 +7,7 @@ import t from 'tap'
 import OpenAI from 'openai'
 import { encode, encodeChat } from 'gpt-tokenizer'
 import { KEY_A, KEY_B, startHarness, type Harness } from './helpers/harness.js'
+import { uploadJson } from './helpers/uploads.js'
 import { checkResponseStream } from './helpers/responses-stream-checker.js'
 
 type Sent = Array<{ role: string; content?: unknown; tool_calls?: Array<{ id: string; function: { name: string } }>; tool_call_id?: string }>
@@ -421,12 +422,7 @@ t.test('a text.format schema takes room in the packed prompt, as tools do: a lon
 
 t.test('file_search searches the caller\'s knowledge base and reports a file_search_call item (JSON and stream)', async (t) => {
   const h = await startHarness(t)
-  const up = await h.fetch('/api/v1/files', {
-    method: 'POST',
-    provider: null,
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ filename: 'walrus.txt', content: 'The walrus colony at Cape Zorbelt numbers 4,217 animals.' }),
-  })
+  const up = await uploadJson(h, { filename: 'walrus.txt', content: 'The walrus colony at Cape Zorbelt numbers 4,217 animals.' }, { provider: null })
   t.equal(up.status, 201)
   const client = h.client()
   const r = await client.responses.create({

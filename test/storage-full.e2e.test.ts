@@ -15,6 +15,7 @@ import { join } from 'node:path'
 import { startMockUpstream } from '../src/mock-upstream.js'
 import { spawnGateway } from './helpers/child-gateway.js'
 import { KEY_A, KEY_B, startHarness } from './helpers/harness.js'
+import { uploadJson } from './helpers/uploads.js'
 
 const KEY_1 = 'sk-full-disk-tenant-one-0001-Vq8Zr3Lw5Ym2'
 const KEY_2 = 'sk-full-disk-tenant-two-0002-Vq8Zr3Lw5Ym2'
@@ -254,11 +255,7 @@ t.test('at LMDB_MAP_SIZE (4 MiB): 507 for writes, deletes and reads go on, write
 t.test('below MIN_FREE_DISK: uploads are refused before they are read; everything else goes on', async (t) => {
   // A floor no disk meets (1 PiB), so the refusal does not depend on this machine's free space.
   const h = await startHarness(t, { env: { MIN_FREE_DISK: String(1024 ** 5) } })
-  const res = await h.fetch('/api/v1/files', {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ filename: 'a.txt', content: 'hello world' }),
-  })
+  const res = await uploadJson(h, { filename: 'a.txt', content: 'hello world' })
   await expectStorageError(t, res, 'an upload below the floor')
   const body = await h.fetch('/api/v1/files')
   t.same(((await body.json()) as { data: unknown[] }).data, [], 'nothing was stored')
