@@ -7,21 +7,11 @@ import t, { type Test } from 'tap'
 import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { KEY_A, KEY_B, startHarness, type Harness } from './helpers/harness.js'
+import { uploadJson, uploadMultipart } from './helpers/uploads.js'
 import { makePdf } from './helpers/format-fixtures.js'
 import { testableEngines } from './helpers/store-engines.js'
 
 interface FileObj { id: string; object: string; filename: string; bytes: number; chunks: number; status: string; created_at: number; metadata: unknown }
-
-async function uploadMultipart(h: Harness, filename: string, content: string | Uint8Array, type: string, opts: { key?: string; metadata?: string } = {}) {
-  const form = new FormData()
-  form.append('file', new Blob([content], { type }), filename)
-  if (opts.metadata !== undefined) form.append('metadata', opts.metadata)
-  return h.fetch('/api/v1/files', { method: 'POST', body: form, key: opts.key ?? KEY_A, provider: null })
-}
-
-async function uploadJson(h: Harness, body: unknown, key = KEY_A) {
-  return h.fetch('/api/v1/files', { method: 'POST', key, provider: null, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })
-}
 
 async function search(h: Harness, query: string, key = KEY_A, k = 5) {
   const r = await h.fetch('/api/v1/files/search', { method: 'POST', key, provider: null, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query, k }) })
@@ -47,7 +37,7 @@ for (const engine of testableEngines(t, 'the files API')) {
     const h = await start(t)
     const ids: Record<string, string> = {}
     for (const [name, content, type, word] of FORMATS) {
-      const r = await uploadMultipart(h, name, content, type, { metadata: JSON.stringify({ source: name }) })
+      const r = await uploadMultipart(h, { filename: name, content, type, metadata: JSON.stringify({ source: name }) }, { provider: null })
       const body = (await r.json()) as FileObj
       t.equal(r.status, 201, `${name} → 201`)
       t.match(body, { object: 'file', filename: name, status: 'processed', metadata: { source: name } })
@@ -87,7 +77,7 @@ for (const engine of testableEngines(t, 'the files API')) {
     t.match((empty as unknown as { _metadata: unknown })._metadata, { rag: { enabled: true, resultsFound: 0 }, context: { includedChunks: 0 } })
     t.equal((h.mock.lastChatBody()?.messages as unknown[]).length, 1)
 
-    const r = await uploadJson(h, { filename: 'facts.md', content: '# Facts\n\nThe password hint is "purple kangaroo".', metadata: { team: 'x' } })
+    const r = await uploadJson(h, { filename: 'facts.md', content: '# Facts\n\nThe password hint is "purple kangaroo".', metadata: { team: 'x' } }, { provider: null })
     t.equal(r.status, 201)
     const off = await h.client().chat.completions.create({
       model: 'openai/gpt-4o',
@@ -107,7 +97,7 @@ for (const engine of testableEngines(t, 'the files API')) {
 
   t.test(`${engine.name}: tenants never see each other’s files; deleted files never come back`, async (t) => {
     const h = await start(t)
-    const up = (await (await uploadMultipart(h, 'a.txt', 'Tenant A keeps the moonstone in vault 9.', 'text/plain')).json()) as FileObj
+    const up = (await (await uploadMultipart(h, { filename: 'a.txt', content: 'Tenant A keeps the moonstone in vault 9.' }, { provider: null })).json()) as FileObj
     t.same((await search(h, 'moonstone vault', KEY_B)).data, [], 'B cannot search A’s files')
     t.equal((await h.fetch(`/api/v1/files/${up.id}`, { key: KEY_B, provider: null })).status, 404)
     t.equal((await h.fetch(`/api/v1/files/${up.id}`, { key: KEY_B, provider: null, method: 'DELETE' })).status, 404)
@@ -124,7 +114,7 @@ for (const engine of testableEngines(t, 'the files API')) {
 
   t.test(`${engine.name}: restart with the index files removed: rebuilt from the store`, async (t) => {
     const h = await start(t)
-    await uploadMultipart(h, 'r.txt', 'The lighthouse keeper is named Orsolya Brandt.', 'text/plain')
+    await uploadMultipart(h, { filename: 'r.txt', content: 'The lighthouse keeper is named Orsolya Brandt.' }, { provider: null })
     await h.gw.close()
     rmSync(join(h.dataDir, 'index'), { recursive: true, force: true })
     await h.restart()
@@ -137,7 +127,7 @@ for (const engine of testableEngines(t, 'the files API')) {
     const h = await start(t)
     const ids: string[] = []
     for (const name of ['one.txt', 'two.txt', 'three.txt']) {
-      ids.push(((await (await uploadMultipart(h, name, `The ${name} file.`, 'text/plain')).json()) as FileObj).id)
+      ids.push(((await (await uploadMultipart(h, { filename: name, content: `The ${name} file.` }, { provider: null })).json()) as FileObj).id)
       // created_at is in seconds: a second apart, so newest first is one order (ties are ordered by id).
       if (name !== 'three.txt') await new Promise((r) => setTimeout(r, 1_050))
     }
@@ -159,7 +149,7 @@ for (const engine of testableEngines(t, 'the files API')) {
     const h = await start(t)
     // Thousands of chunks, and no graph file to load: the start rebuilds the graph from the stored vectors (seconds).
     const text = Array.from({ length: 6_000 }, (_, i) => `Entry ${i}: crate ${i * 7} of batch ${i % 97} left dock ${i % 13} on shift ${i % 5}.`).join('\n')
-    t.equal((await uploadMultipart(h, 'manifest.txt', text, 'text/plain')).status, 201)
+    t.equal((await uploadMultipart(h, { filename: 'manifest.txt', content: text }, { provider: null })).status, 201)
     await h.gw.close()
     rmSync(join(h.dataDir, 'index'), { recursive: true, force: true })
     await h.restart({ READY_AFTER_WARMUP: '1' })
@@ -181,18 +171,18 @@ for (const engine of testableEngines(t, 'the files API')) {
 
   t.test(`${engine.name}: refusals: 415 unsupported, 413 too large, 400 empty or malformed; nothing left behind`, async (t) => {
     const h = await start(t, { MAX_FILE_BYTES: '2048' })
-    const bin = await uploadMultipart(h, 'image.png', new Uint8Array([0x89, 0x50, 0x4e, 0x47]), 'image/png')
+    const bin = await uploadMultipart(h, { filename: 'image.png', content: new Uint8Array([0x89, 0x50, 0x4e, 0x47]), type: 'image/png' }, { provider: null })
     t.equal(bin.status, 415)
     t.match(await bin.json(), { error: { code: 'unsupported_media_type' } })
-    const big = await uploadMultipart(h, 'big.txt', 'x '.repeat(5000), 'text/plain')
+    const big = await uploadMultipart(h, { filename: 'big.txt', content: 'x '.repeat(5000) }, { provider: null })
     t.equal(big.status, 413)
-    const empty = await uploadMultipart(h, 'empty.txt', '   \n  ', 'text/plain')
+    const empty = await uploadMultipart(h, { filename: 'empty.txt', content: '   \n  ' }, { provider: null })
     t.equal(empty.status, 400)
     t.match(await empty.json(), { error: { code: 'empty_file' } })
-    const noFile = await uploadJson(h, { filename: 'x.txt' })
+    const noFile = await uploadJson(h, { filename: 'x.txt' }, { provider: null })
     t.equal(noFile.status, 400)
     t.match(await noFile.json(), { error: { param: 'content' } })
-    const badMeta = await uploadMultipart(h, 'm.txt', 'hello world', 'text/plain', { metadata: '[1,2' })
+    const badMeta = await uploadMultipart(h, { filename: 'm.txt', content: 'hello world', metadata: '[1,2' }, { provider: null })
     t.equal(badMeta.status, 400)
     t.match(await badMeta.json(), { error: { param: 'metadata' } })
     const wrongType = await h.fetch('/api/v1/files', { method: 'POST', provider: null, headers: { 'content-type': 'text/plain' }, body: 'hi' })
@@ -211,7 +201,7 @@ for (const engine of testableEngines(t, 'the files API')) {
     const filler = 'Ordinary sentences about nothing in particular fill this paragraph. '.repeat(4500)
     const content = `${filler}\n\nThe glimmerquartz vault opens at half past nine. Ünïcode “quotes” stay as sent.\n`
     t.ok(Buffer.byteLength(content) > 256 * 1024 && Buffer.byteLength(content) < 400 * 1024)
-    const ok = await uploadJson(h, { filename: 'big\nnotes.txt', content, metadata: { source: 'wiki', tags: ['a', 'ö'] } })
+    const ok = await uploadJson(h, { filename: 'big\nnotes.txt', content, metadata: { source: 'wiki', tags: ['a', 'ö'] } }, { provider: null })
     t.equal(ok.status, 201)
     const file = (await ok.json()) as FileObj
     t.match(file, { filename: 'big notes.txt', bytes: Buffer.byteLength(content), metadata: { source: 'wiki', tags: ['a', 'ö'] } })

@@ -13,6 +13,7 @@ import fc from 'fast-check'
 import { request } from 'node:http'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { KEY_A, startHarness, type Harness } from './helpers/harness.js'
+import { uploadMultipart } from './helpers/uploads.js'
 import { anyJson, CHAT_BASE, clean, fileText, holds, json, loneSurrogate, nastyText, nastyUnit, notString, protoKeys, type Case, expecting } from './helpers/fuzz-cases.js'
 
 t.test('properties over one gateway', async (t) => {
@@ -169,11 +170,7 @@ t.test('configured limits, each with its 4xx', async (t) => {
   t.equal((await chat({ sessionId: 's'.repeat(16) })).status, 200, 'at the session id limit → 200')
   await err(await h.fetch(`/api/v1/sessions/${'s'.repeat(17)}`), 400, 'invalid_parameter', 'id')
 
-  const form = (content: string) => {
-    const f = new FormData()
-    f.append('file', new Blob([content], { type: 'text/plain' }), 'big.txt')
-    return h.fetch('/api/v1/files', { method: 'POST', body: f })
-  }
+  const form = (content: string) => uploadMultipart(h, { filename: 'big.txt', content })
   await err(await form('y'.repeat(2049)), 413, 'payload_too_large', 'file')
   await err(await json(h, '/api/v1/files', { filename: 'big.txt', content: 'y'.repeat(2049) }), 413, 'payload_too_large', 'content')
   const words = Array.from({ length: 120 }, (_, i) => `word${i}`).join(' ')

@@ -5,6 +5,7 @@
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib'
 import t from 'tap'
 import { KEY_B, startHarness } from './helpers/harness.js'
+import { uploadJson, uploadMultipart } from './helpers/uploads.js'
 
 /** What a client sending `s` as UTF-8 in a header puts on the wire (fetch takes header values as Latin-1 bytes). */
 const asHeaderBytes = (s: string): string => Buffer.from(s, 'utf8').toString('latin1')
@@ -43,17 +44,11 @@ t.test('x-session-id is read as UTF-8: the same session as the id in the body; i
 t.test('file names with NUL, CR or LF are stored with spaces instead, and the 201 says so', async (t) => {
   const h = await startHarness(t)
   for (const name of ['a\nb.txt', 'a\rb.txt', 'a\u0000b.txt', 'a\r\nb.txt']) {
-    const res = await h.fetch('/api/v1/files', {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ filename: name, content: 'some text' }),
-    })
+    const res = await uploadJson(h, { filename: name, content: 'some text' })
     t.equal(res.status, 201, `${JSON.stringify(name)} stored`)
     t.match(await res.json(), { filename: name.replace(/[\r\n\u0000]/g, ' ') }, 'under the cleaned name, shown in the 201')
   }
-  const form = new FormData()
-  form.append('file', new Blob(['some text'], { type: 'text/plain' }), 'line\nbreak.txt')
-  const multipart = await h.fetch('/api/v1/files', { method: 'POST', body: form })
+  const multipart = await uploadMultipart(h, { filename: 'line\nbreak.txt', content: 'some text' })
   t.equal(multipart.status, 201, 'multipart too')
   await multipart.json()
   const names = ((await (await h.fetch('/api/v1/files')).json()) as { data: Array<{ filename: string }> }).data.map((f) => f.filename)

@@ -3,13 +3,8 @@
  * take 17 s or answer 500 now ingests or is refused as the documented limits say.
  */
 import t from 'tap'
-import { KEY_A, startHarness, type Harness } from './helpers/harness.js'
-
-async function uploadMultipart(h: Harness, filename: string, content: string, type: string) {
-  const form = new FormData()
-  form.append('file', new Blob([content], { type }), filename)
-  return h.fetch('/api/v1/files', { method: 'POST', body: form, key: KEY_A, provider: null })
-}
+import { startHarness, type Harness } from './helpers/harness.js'
+import { uploadMultipart } from './helpers/uploads.js'
 
 async function search(h: Harness, query: string) {
   const r = await h.fetch('/api/v1/files/search', { method: 'POST', provider: null, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query, k: 5 }) })
@@ -31,7 +26,7 @@ t.test('uploads of hostile shape: 1 MB of base64 on one line ingests; 15 MB with
     return out.join('')
   }
   const line = base64(1024 * 1024)
-  const one = await uploadMultipart(h, 'one-line.log', line, 'text/plain')
+  const one = await uploadMultipart(h, { filename: 'one-line.log', content: line }, { provider: null })
   t.equal(one.status, 201, '1 MB on one line ingests')
   const rec = (await one.json()) as { id: string; chunks: number }
   t.ok(rec.chunks > 1000, `${rec.chunks} chunks`)
@@ -39,7 +34,7 @@ t.test('uploads of hostile shape: 1 MB of base64 on one line ingests; 15 MB with
   t.equal(hit.data[0]?.file_id, rec.id, 'and its text can be found')
   // 15 MB of base64 makes ~50,000 chunks, past MAX_CHUNKS_PER_FILE: refused as the limit says, after a
   // bounded amount of work. It used to overflow the stack while counting the one 15 MB "sentence".
-  const huge = await uploadMultipart(h, 'huge.log', line.repeat(15), 'text/plain')
+  const huge = await uploadMultipart(h, { filename: 'huge.log', content: line.repeat(15) }, { provider: null })
   t.equal(huge.status, 413)
   t.match(await huge.json(), { error: { code: 'payload_too_large', param: 'file', message: /more than 8000 chunks/ } })
   const health = await h.fetch('/healthz', { key: null, provider: null })

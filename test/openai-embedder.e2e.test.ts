@@ -12,15 +12,13 @@ import OpenAI from 'openai'
 import t, { type Test } from 'tap'
 import { startMockUpstream } from '../src/mock-upstream.js'
 import { KEY_A, KEY_B, startHarness, type Harness } from './helpers/harness.js'
+import { uploadMultipart } from './helpers/uploads.js'
 
 const EMBEDDING_KEY = 'sk-embeddings-provider-key-0001-Vq8Zr3Lw5Ym2'
 const EMBEDDING_MODEL = 'acme/embed-small'
 
-async function upload(h: Harness, filename: string, text: string, key = KEY_A): Promise<Response> {
-  const form = new FormData()
-  form.append('file', new Blob([text], { type: 'text/plain' }), filename)
-  return h.fetch('/api/v1/files', { method: 'POST', body: form, key, provider: null })
-}
+const upload = (h: Harness, filename: string, content: string, key = KEY_A): Promise<Response> =>
+  uploadMultipart(h, { filename, content }, { key, provider: null })
 
 async function search(h: Harness, query: string, key = KEY_A): Promise<Response> {
   return h.fetch('/api/v1/files/search', { method: 'POST', key, provider: null, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query, k: 3 }) })

@@ -7,6 +7,7 @@
 import OpenAI from 'openai'
 import t from 'tap'
 import { KEY_A, KEY_FREE, startHarness, type Harness } from './helpers/harness.js'
+import { uploadJson, uploadMultipart } from './helpers/uploads.js'
 
 const QUOTAS = {
   QUOTA_FILES: 'free:2',
@@ -21,13 +22,7 @@ interface WireError {
   error: { message: string; type: string; param: string | null; code: string | null }
 }
 
-const upload = (h: Harness, filename: string, content: string) =>
-  h.fetch('/api/v1/files', {
-    key: KEY_FREE,
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ filename, content }),
-  })
+const upload = (h: Harness, filename: string, content: string) => uploadJson(h, { filename, content }, { key: KEY_FREE })
 
 async function quotas(h: Harness, key = KEY_FREE): Promise<Record<string, { limit: number | null; used: number }>> {
   const r = await h.fetch('/api/v1/usage', { key })
@@ -74,9 +69,7 @@ t.test('files and stored bytes: refused before storing, with the quota named, it
 t.test('multipart uploads over the quota are refused before their body is read', async (t) => {
   const h = await startHarness(t, { env: { ...QUOTAS, QUOTA_FILES: 'free:1' } })
   t.equal((await upload(h, 'a.txt', 'alpha')).status, 201)
-  const form = new FormData()
-  form.set('file', new Blob(['y'.repeat(1024 * 1024)], { type: 'text/plain' }), 'big.txt')
-  const r = await h.fetch('/api/v1/files', { key: KEY_FREE, method: 'POST', body: form })
+  const r = await uploadMultipart(h, { filename: 'big.txt', content: 'y'.repeat(1024 * 1024) }, { key: KEY_FREE })
   t.equal(r.status, 403)
   t.match(((await r.json()) as WireError).error, { code: 'quota_exceeded', param: 'file', message: /Quota files exceeded: your plan allows 1 and 1 are in use/ })
 })

@@ -4,6 +4,7 @@
  */
 import t from 'tap'
 import { KEY_A, startHarness, type Harness } from './helpers/harness.js'
+import { uploadMultipart } from './helpers/uploads.js'
 
 const json = (h: Harness, path: string, body: unknown) =>
   h.fetch(path, { method: 'POST', provider: null, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })
@@ -51,9 +52,7 @@ t.test('GET on the search route is a 405; a bad escape in an id is a 400 about t
 
 t.test('an oversized upload names the documented limit', async (t) => {
   const h = await startHarness(t, { env: { MAX_FILE_BYTES: '4096' } })
-  const form = new FormData()
-  form.append('file', new Blob(['x '.repeat(100_000)], { type: 'text/plain' }), 'big.txt')
-  const r = await h.fetch('/api/v1/files', { method: 'POST', body: form, key: KEY_A, provider: null })
+  const r = await uploadMultipart(h, { filename: 'big.txt', content: 'x '.repeat(100_000) }, { provider: null })
   t.equal(r.status, 413)
   t.match(await r.json(), { error: { code: 'payload_too_large', message: 'The upload exceeds MAX_FILE_BYTES (4096 bytes)' } })
 })

@@ -13,14 +13,11 @@ import t from 'tap'
 import { readdirSync, readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { KEY_A, KEY_B, KEY_FREE, PROVIDER_KEY, startHarness, type Harness } from './helpers/harness.js'
+import { uploadMultipart } from './helpers/uploads.js'
 
 const JSON_TYPE = { 'content-type': 'application/json' }
 
-function upload(h: Harness, key: string, filename: string, content: string) {
-  const form = new FormData()
-  form.append('file', new Blob([content], { type: 'text/plain' }), filename)
-  return h.fetch('/api/v1/files', { method: 'POST', body: form, key })
-}
+const upload = (h: Harness, key: string, filename: string, content: string) => uploadMultipart(h, { filename, content }, { key })
 
 function chat(h: Harness, key: string, body: Record<string, unknown>) {
   return h.fetch('/api/v1/chat/completions', { method: 'POST', key, headers: JSON_TYPE, body: JSON.stringify({ model: 'openai/gpt-4o', ...body }) })

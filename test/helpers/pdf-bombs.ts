@@ -5,6 +5,7 @@
 import type { Test } from 'tap'
 import { createDeflate, deflateSync } from 'node:zlib'
 import type { Harness } from './harness.js'
+import { uploadMultipart } from './uploads.js'
 import { makePdf } from './format-fixtures.js'
 
 export const MiB = 1024 * 1024
@@ -64,11 +65,8 @@ export async function deflatedZeros(bytes: number): Promise<Buffer> {
   return Buffer.concat(out)
 }
 
-export async function uploadPdf(h: Harness, name: string, pdf: Buffer): Promise<Response> {
-  const form = new FormData()
-  form.append('file', new Blob([pdf], { type: 'application/pdf' }), name)
-  return h.fetch('/api/v1/files', { method: 'POST', body: form })
-}
+export const uploadPdf = (h: Harness, name: string, pdf: Buffer): Promise<Response> =>
+  uploadMultipart(h, { filename: name, content: pdf, type: 'application/pdf' })
 
 export async function expectLimit(t: Test, res: Response, limit: string): Promise<void> {
   t.equal(res.status, 422, `422 for ${limit}`)
