@@ -54,6 +54,17 @@ function apiFor(base: () => string): Api {
 const upload = (api: Api, key: string, i: number, bytes: number) =>
   api('/api/v1/files', { key, method: 'POST', body: JSON.stringify({ filename: `doc-${i}.txt`, content: text(i, bytes) }) })
 
+/** Uploads of about `bytes` each, at most `max`, until one is refused: the ids acknowledged before it, and that refusal. */
+async function uploadUntilRefused(api: Api, o: { key: string; max: number; bytes: number }): Promise<{ acknowledged: string[]; refused?: Response }> {
+  const acknowledged: string[] = []
+  for (let i = 0; i < o.max; i++) {
+    const res = await upload(api, o.key, i, o.bytes)
+    if (res.status !== 201) return { acknowledged, refused: res }
+    acknowledged.push(((await res.json()) as { id: string }).id)
+  }
+  return { acknowledged }
+}
+
 const chat = (api: Api, key: string, body: Record<string, unknown>) =>
   api('/api/v1/chat/completions', {
     key,
@@ -129,13 +140,7 @@ t.test(
     }
 
     // Tenant 1 fills the disk with 300 KB files.
-    const acknowledged: string[] = []
-    let refused: Response | undefined
-    for (let i = 0; i < 120 && refused === undefined; i++) {
-      const res = await upload(api, KEY_1, i, 300_000)
-      if (res.status === 201) acknowledged.push(((await res.json()) as { id: string }).id)
-      else refused = res
-    }
+    const { acknowledged, refused } = await uploadUntilRefused(api, { key: KEY_1, max: 120, bytes: 300_000 })
     if (refused === undefined) return t.fail('120 uploads of 300 KB fit on a 20 MB disk')
     t.ok(acknowledged.length >= 1, `${acknowledged.length} uploads acknowledged before the disk was full`)
     await expectStorageError(t, refused, 'the upload that does not fit')
@@ -196,13 +201,7 @@ t.test('at LMDB_MAP_SIZE (4 MiB): 507 for writes, deletes and reads go on, write
   t.equal(first.status, 200)
   await first.json()
 
-  const acknowledged: string[] = []
-  let refused: Response | undefined
-  for (let i = 0; i < 80 && refused === undefined; i++) {
-    const res = await upload(api, KEY_A, i, 100_000)
-    if (res.status === 201) acknowledged.push(((await res.json()) as { id: string }).id)
-    else refused = res
-  }
+  const { acknowledged, refused } = await uploadUntilRefused(api, { key: KEY_A, max: 80, bytes: 100_000 })
   if (refused === undefined) return t.fail('80 uploads of 100 KB fit under a 4 MiB map')
   await expectStorageError(t, refused, 'the upload past the map size')
   // An upload is refused when it would cross the map size, which may leave room for a small write: fill that room
