@@ -93,7 +93,10 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
     let fields = req.passthrough
     if (req.stream && o.alwaysRequestUsage && !req.includeUsage) {
       const so = fields.stream_options
-      fields = { ...fields, stream_options: { ...(so && typeof so === 'object' ? so : {}), include_usage: true } }
+      const streamOptions = so && typeof so === 'object' ? { ...so, include_usage: true } : { include_usage: true }
+      // Spreads (they define properties: a `__proto__` field stays a field), but never one followed by a key the object
+      // lacks, which takes V8's slow path (≈ 0.4 µs hot, more in a cold request): the new key goes first instead.
+      fields = Object.hasOwn(fields, 'stream_options') ? { ...fields, stream_options: streamOptions } : { stream_options: streamOptions, ...fields }
     }
     const sent = upstreamBody(fields, prepared.messages)
     if (prepared.trace !== undefined) prepared.trace.messagesJson = messagesJsonOf(sent)

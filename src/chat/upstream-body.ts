@@ -15,8 +15,9 @@ const remembered = new WeakMap<ChatMessage, string>()
 /** The body, and where in it the `messages` array's JSON starts (it ends one character before the body does). */
 export function upstreamBody(fields: Readonly<Record<string, unknown>>, messages: readonly ChatMessage[]): { json: string; messagesAt: number } {
   // The client's own `messages` is dropped (undefined is not serialised); a spread defines properties, so even a
-  // `__proto__` field stays a field.
-  const head = JSON.stringify({ ...fields, messages: undefined })
+  // `__proto__` field stays a field. Spread only when there is one to drop: a spread followed by a key the object does
+  // not have (the Responses bridge's fields have none) takes V8's slow path, ≈ 0.4 µs hot (an override does not).
+  const head = JSON.stringify(Object.hasOwn(fields, 'messages') ? { ...fields, messages: undefined } : fields)
   let out = head.length > 2 ? `${head.slice(0, -1)},"messages":` : '{"messages":'
   const messagesAt = out.length
   out += '['

@@ -175,7 +175,8 @@ export class ResponseStreamTranslator {
       const err = this.#failure()
       out.push(this.#event('error', ev.errorFields(err)))
     }
-    this.#final = { ...s, usage: mapUsage(this.#usage) }
+    // Written out: a spread followed by a key it lacks takes V8's slow path (responses/handler.ts says the cost).
+    this.#final = { status: s.status, incompleteDetails: s.incompleteDetails, usage: mapUsage(this.#usage) }
     return { events: out, output: [...this.#output], usage: this.#final.usage, status: s.status, incompleteDetails: s.incompleteDetails }
   }
 
