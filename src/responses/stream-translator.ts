@@ -237,7 +237,7 @@ export class ResponseStreamTranslator {
       out.push(
         type === 'output_text'
           ? ev.textPartAdded(this.#seq++, m.where)
-          : this.#event('response.content_part.added', { ...ev.at(m), content_index: m.parts.length - 1, part: ev.emptyPart(type) }),
+          : this.#event('response.content_part.added', ev.at(m, { content_index: m.parts.length - 1, part: ev.emptyPart(type) })),
       )
     }
     if (text === '') return
@@ -248,7 +248,7 @@ export class ResponseStreamTranslator {
       out.push(ev.textDelta(this.#seq++, m.where, JSON.stringify(text), logprobs.length === 0 ? '[]' : JSON.stringify(logprobs)))
     } else {
       part.refusal += text
-      out.push(this.#event('response.refusal.delta', { ...ev.at(m), content_index: contentIndex, delta: text }))
+      out.push(this.#event('response.refusal.delta', ev.at(m, { content_index: contentIndex, delta: text })))
     }
   }
 
@@ -264,12 +264,11 @@ export class ResponseStreamTranslator {
     for (const annotation of annotations) {
       part.annotations.push(annotation)
       out.push(
-        this.#event('response.output_text.annotation.added', {
-          ...ev.at(m),
+        this.#event('response.output_text.annotation.added', ev.at(m, {
           content_index: m.parts.length - 1,
           annotation_index: part.annotations.length - 1,
           annotation,
-        }),
+        })),
       )
     }
   }
@@ -289,7 +288,7 @@ export class ResponseStreamTranslator {
     const { call, args } = this.#calls.apply(c)
     const open = this.#open
     if (args !== '' && open?.kind === 'call' && open.call === call && !this.#customTools.has(call.name)) {
-      out.push(this.#event('response.function_call_arguments.delta', { ...ev.at(open), delta: args }))
+      out.push(this.#event('response.function_call_arguments.delta', ev.at(open, { delta: args })))
     }
   }
 
@@ -328,7 +327,7 @@ export class ResponseStreamTranslator {
     let item: ResponseItem
     let itemJson: string | undefined
     if (open.kind === 'reasoning') {
-      out.push(this.#event('response.reasoning_summary_text.done', { ...ev.at(open), summary_index: 0, text: open.text }))
+      out.push(this.#event('response.reasoning_summary_text.done', ev.at(open, { summary_index: 0, text: open.text })))
       out.push(this.#event('response.reasoning_summary_part.done', ev.summaryPart(open, open.text)))
       item = reasoningItem(open.id, open.text)
     } else if (open.kind === 'message') {
@@ -342,10 +341,10 @@ export class ResponseStreamTranslator {
       item = toolCallItem({ id: call.id, callId: call.callId, name: call.name, args: call.args, status }, this.#customTools)
       if (item.type === 'custom_tool_call') {
         const input = String(item.input)
-        if (input !== '') out.push(this.#event('response.custom_tool_call_input.delta', { ...ev.at(open), delta: input }))
-        out.push(this.#event('response.custom_tool_call_input.done', { ...ev.at(open), input }))
+        if (input !== '') out.push(this.#event('response.custom_tool_call_input.delta', ev.at(open, { delta: input })))
+        out.push(this.#event('response.custom_tool_call_input.done', ev.at(open, { input })))
       } else {
-        out.push(this.#event('response.function_call_arguments.done', { ...ev.at(open), arguments: call.args, name: call.name }))
+        out.push(this.#event('response.function_call_arguments.done', ev.at(open, { arguments: call.args, name: call.name })))
       }
     }
     this.#output.push(item)
@@ -363,8 +362,11 @@ export class ResponseStreamTranslator {
       const logprobs = part.logprobs === undefined ? '[]' : JSON.stringify(part.logprobs)
       return [ev.textDone(this.#seq++, where, json, logprobs), ev.partDone(this.#seq++, where, this.#partJson(part))]
     }
-    const where = { ...ev.at(m), content_index: m.parts.indexOf(part) }
-    return [this.#event('response.refusal.done', { ...where, refusal: part.refusal }), this.#event('response.content_part.done', { ...where, part: ev.finalPart(part) })]
+    const contentIndex = m.parts.indexOf(part)
+    return [
+      this.#event('response.refusal.done', ev.at(m, { content_index: contentIndex, refusal: part.refusal })),
+      this.#event('response.content_part.done', ev.at(m, { content_index: contentIndex, part: ev.finalPart(part) })),
+    ]
   }
 
   /** finalPart(p) as JSON text, the text's JSON reused from its done event. */
