@@ -57,7 +57,9 @@ function markLast(m: ChatMessage): ChatMessage | undefined {
   if (typeof c === 'string' && c !== '') parts = [{ type: 'text', text: c, cache_control: EPHEMERAL }]
   else if (Array.isArray(c)) {
     const last = c.findLastIndex((p: ContentPart) => p.type === 'text')
-    if (last >= 0) parts = c.map((p: ContentPart, j: number) => (j === last ? { ...p, cache_control: EPHEMERAL } : p))
+    // An existing cache_control is overridden by ours; a literal that starts with a spread and adds a key it lacks is
+    // built through V8's slow path.
+    if (last >= 0) parts = c.map((p: ContentPart, j: number) => (j !== last ? p : Object.hasOwn(p, 'cache_control') ? { ...p, cache_control: EPHEMERAL } : { cache_control: EPHEMERAL, ...p }))
   }
   if (parts === undefined) return undefined
   const copy: ChatMessage = { ...m, content: parts }

@@ -399,7 +399,9 @@ export class KnowledgeBase {
       const span = focusSpan(h.text, q, neighbours)
       if (span === undefined) return h
       const text = h.text.slice(span[0], span[1])
-      return { ...h, text, tokens: countO200k(text), char_start: h.char_start + span[0], char_end: h.char_start + span[1], focused: true }
+      // `focused` first: a literal that starts with a spread and then adds a key takes V8's slow path (search hits
+      // never carry `focused`, so the spread cannot undo it).
+      return { focused: true, ...h, text, tokens: countO200k(text), char_start: h.char_start + span[0], char_end: h.char_start + span[1] }
     })
   }
 

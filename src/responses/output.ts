@@ -316,7 +316,9 @@ export function mapLogprobs(raw: unknown): Logprob[] {
   for (const l of content) {
     if (!isObject(l) || typeof l.token !== 'string') continue
     const top = Array.isArray(l.top_logprobs) ? l.top_logprobs.filter(isObject).filter((x) => typeof x.token === 'string') : []
-    out.push({ ...tokenLogprob(l), top_logprobs: top.map(tokenLogprob) })
+    // Written out, not `{ ...tokenLogprob(l), top_logprobs }` (a spread then a new key: V8's slow path, per token).
+    const t = tokenLogprob(l)
+    out.push({ token: t.token, logprob: t.logprob, bytes: t.bytes, top_logprobs: top.map(tokenLogprob) })
   }
   return out
 }
