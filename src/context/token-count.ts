@@ -43,6 +43,14 @@ export interface PieceCounterOptions {
   maxPieceLength: number
 }
 
+/**
+ * White space for the pre-tokenizer's \s (a superset is safe: it only loses cut points). A space after anything else
+ * is a cut between pieces whose counts add up (the module comment); prose is mostly ASCII letters.
+ */
+export function isPreTokenSpace(c: number): boolean {
+  return c <= 32 ? c === 32 || (c >= 9 && c <= 13) : c >= 0x85 && isOtherSpace(c)
+}
+
 /** A counter equal to `opts.count` on any text, summing remembered counts of its pieces. */
 export function pieceCounter(opts: PieceCounterOptions): (text: string) => Tokens {
   const { count, maxEntries, maxPieceLength } = opts
@@ -59,8 +67,7 @@ export function pieceCounter(opts: PieceCounterOptions): (text: string) => Token
         total += piece(text, start, i)
         start = i
       }
-      // White space for the regex's \s (a superset is safe: it only loses cut points). Prose is mostly ASCII letters.
-      prevSpace = c <= 32 ? c === 32 || (c >= 9 && c <= 13) : c >= 0x85 && isOtherSpace(c)
+      prevSpace = isPreTokenSpace(c)
     }
     return start < text.length ? total + piece(text, start, text.length) : total
   }

@@ -7,7 +7,7 @@
  * instructions. Overlapping or touching chunks of one file are merged into one excerpt, so overlap is not paid twice.
  */
 import type { ChatMessage, Tokens } from '../types.js'
-import { countO200k } from '../context/token-count.js'
+import { countO200k, isPreTokenSpace } from '../context/token-count.js'
 import { fenceFor } from '../context/fence.js'
 import { BLOCK_ROLE } from '../context/block-role.js'
 
@@ -82,21 +82,16 @@ function excerptTokens(e: Excerpt, i: number, after: string, count: (text: strin
 function outerCuts(text: string): [number, number] | undefined {
   let first = -1
   for (let i = 1; i < text.length; i++) {
-    if (text.charCodeAt(i) === 32 && !isSpace(text.charCodeAt(i - 1))) {
+    if (text.charCodeAt(i) === 32 && !isPreTokenSpace(text.charCodeAt(i - 1))) {
       first = i
       break
     }
   }
   if (first < 0) return undefined
   for (let i = text.length - 1; i > first; i--) {
-    if (text.charCodeAt(i) === 32 && !isSpace(text.charCodeAt(i - 1))) return [first, i]
+    if (text.charCodeAt(i) === 32 && !isPreTokenSpace(text.charCodeAt(i - 1))) return [first, i]
   }
   return [first, first]
-}
-
-/** White space as the pre-tokenizer's \s may see it (a superset only loses cut points, as in token-count.ts). */
-function isSpace(c: number): boolean {
-  return c <= 32 || c === 0x85 || c === 0xa0 || c === 0x1680 || (c >= 0x2000 && c <= 0x200a) || c === 0x2028 || c === 0x2029 || c === 0x202f || c === 0x205f || c === 0x3000 || c === 0xfeff
 }
 
 export interface ContextSelection<H extends ContextHit> {

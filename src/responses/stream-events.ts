@@ -146,7 +146,6 @@ export type Part =
   | { type: 'output_text'; text: string; annotations: Record<string, unknown>[]; json?: string; logprobs?: unknown[] }
   | { type: 'refusal'; refusal: string }
 
-/** Where a delta goes: the open item's id and output index. */
 /**
  * Where an event's item is, and the event's other fields after it. One literal with the fields spread last: a literal
  * that starts with a spread (`{ ...at(item), delta }`) and adds keys is built through V8's slow path, ≈ 0.4 µs hot,
