@@ -229,7 +229,8 @@ export class Planner implements ChatPlanner {
       for (const m of sent) fixed += messageTokens(m)
       let historyTokens = 0
       for (const m of history) historyTokens += historyMessageTokens(m)
-      const recallQuery = retrievalQuery(req, before)
+      // The retrieval's query when it searched (the same function of the same request), else made here.
+      const recallQuery = query ?? retrievalQuery(req, before)
       if ((fixed + historyTokens > usable || older > 0) && recallQuery !== undefined && !asksNothing(recallQuery)) {
         // About the block's room (the retrieval block may take less than its budget): sizes the candidate list.
         const room = Math.floor((usable - fixed) * (1 - recall.recentShare))
