@@ -3,7 +3,9 @@
  * the Response object as OpenAI sends it.
  */
 import t from 'tap'
-import { completionToOutput, ECHO_DEFAULTS, mapUsage, ResponseJson, responseObject, statusFromFinish, withJsonFields, type ResponseState } from '../src/responses/output.js'
+import fc from 'fast-check'
+import './helpers/fc-seed.js'
+import { completionToOutput, ECHO_DEFAULTS, mapUsage, outputJson, ResponseJson, responseObject, statusFromFinish, withJsonFields, type ResponseState } from '../src/responses/output.js'
 import { parseResponsesRequest } from '../src/responses/request.js'
 
 function counter(): (prefix: string) => string {
@@ -395,4 +397,45 @@ t.test('ResponseJson: echoes that differ in any field never share a cached shape
   }
   const req = parseResponsesRequest({ model: 'a/b', input: 'hi' }, { maxInputItems: 10 }, { newId: counter() })
   for (const k of ['tools', 'text', 'reasoning', 'metadata'] as const) t.equal(req.echo[k], ECHO_DEFAULTS[k], `a request that sets no ${k} echoes the default itself`)
+})
+
+t.test("outputJson writes completionToOutput's items as JSON.stringify does, for any reply", async (t) => {
+  const text = fc.oneof(fc.string(), fc.string({ unit: 'binary' }), fc.constantFrom('', '"quoted"', 'a\\b', 'line\nbreak', '\u2028'))
+  const annotation = fc.record({
+    type: fc.constant('url_citation'),
+    url_citation: fc.record({ url: text, title: text, start_index: fc.nat(), end_index: fc.nat() }),
+  })
+  const logprobs = fc.record({
+    content: fc.array(fc.record({ token: text, logprob: fc.double({ noNaN: true, max: 0 }), bytes: fc.option(fc.array(fc.nat(255))), top_logprobs: fc.constant([]) }), { maxLength: 3 }),
+  })
+  const call = fc.record({ id: text, type: fc.constant('function'), function: fc.record({ name: fc.constantFrom('get_weather', 'apply_patch'), arguments: text }) })
+  const reply = fc.record(
+    {
+      content: fc.oneof(fc.constant(null), text, fc.array(fc.record({ type: fc.constant('text'), text }), { maxLength: 2 })),
+      refusal: fc.option(text),
+      reasoning: fc.option(text),
+      annotations: fc.array(annotation, { maxLength: 2 }),
+      tool_calls: fc.array(call, { maxLength: 2 }),
+      logprobs: fc.option(logprobs),
+      finish: fc.constantFrom('stop', 'length', 'tool_calls', 'content_filter', null),
+    },
+    { requiredKeys: ['finish'] },
+  )
+  const custom = new Set(['apply_patch'])
+  t.doesNotThrow(() =>
+    fc.assert(
+      fc.property(reply, ({ logprobs: lp, finish, ...message }) => {
+        const c = { choices: [{ index: 0, message: { role: 'assistant', ...message }, finish_reason: finish, ...(lp === undefined ? {} : { logprobs: lp }) }] }
+        const { output } = completionToOutput(c, { newId: counter(), customTools: custom })
+        return outputJson(output) === JSON.stringify(output)
+      }),
+      { numRuns: 1000 },
+    ),
+  )
+  // An item it does not build (another kind, or a message without a status) goes through JSON.stringify whole.
+  const other = [
+    { id: 'fs_1', type: 'file_search_call', status: 'completed', queries: ['q'], results: null },
+    { id: 'msg_2', type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'x' }] },
+  ]
+  t.equal(outputJson(other), JSON.stringify(other))
 })

@@ -14,6 +14,7 @@ import type { StoredResponse } from '../storage/interface.js'
 import type { ChatMessage, Clock, Tenant, Tokens } from '../types.js'
 import type { UpstreamClient } from '../upstream/client.js'
 import { annotateOutcome, annotateUsage, type PreparedChat } from '../chat/handler.js'
+import { metadataJson } from '../chat/metadata.js'
 import { relayStream, SSE_HEADERS, type Usage } from '../chat/relay-stream.js'
 import { callUpstream, readCompletion } from '../chat/upstream-call.js'
 import { messagesJsonOf, upstreamBody } from '../chat/upstream-body.js'
@@ -23,6 +24,7 @@ import type { ResponseItem } from './items.js'
 import {
   completionToOutput,
   mapUsage,
+  outputJson,
   ResponseJson,
   statusFromFinish,
   type ResponseObjectInput,
@@ -65,7 +67,7 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
       maxUpstreamBodyBytes: o.limits.maxUpstreamBodyBytes,
     })
     const fileSearch = r.fileSearch === undefined ? undefined : fileSearchItem(prepared, r.include, newId)
-    const turn: Turn = { tenant, r, id, createdAt, inputItems: input, inputMessages, chatReq, prepared, fileSearch, metadataJson: JSON.stringify(prepared.metadata) }
+    const turn: Turn = { tenant, r, id, createdAt, inputItems: input, inputMessages, chatReq, prepared, fileSearch, metadataJson: metadataJson(prepared.metadata) }
     // A stream's opening events (two snapshots of the response) are made while the upstream works on the request,
     // not after it answers: off the time to first text.
     const opening = r.stream ? openStream(turn) : undefined
@@ -143,7 +145,7 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
       incompleteDetails: done.incompleteDetails,
       completedAt: unixSeconds(done.completedAt),
     }
-    sendJsonText(ctx.res, 200, response.render(state))
+    sendJsonText(ctx.res, 200, response.render(state, outputJson(state.output)))
   }
 }
 

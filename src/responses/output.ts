@@ -15,6 +15,7 @@ import { randomBytes } from 'node:crypto'
 import { isObject } from '../types.js'
 import type { ItemPart, NewId, ResponseItem } from './item-types.js'
 import { customInput } from './item-messages.js'
+import { messageItemJson, textPartJson } from './stream-events.js'
 
 export type ResponseStatus = 'completed' | 'incomplete' | 'failed' | 'in_progress' | 'cancelled'
 
@@ -69,6 +70,8 @@ export const ECHO_DEFAULTS = {
   metadata: Object.freeze({}) as Readonly<Record<string, string>>,
 } as const satisfies Readonly<Record<string, unknown>>
 const ECHO_KEYS = Object.keys(ECHO_DEFAULTS) as ReadonlyArray<keyof typeof ECHO_DEFAULTS>
+/** ECHO_DEFAULTS' values in ECHO_KEYS order (an element read, where `ECHO_DEFAULTS[k]` was a megamorphic keyed load). */
+const ECHO_DEFAULT_VALUES: readonly unknown[] = ECHO_KEYS.map((k) => ECHO_DEFAULTS[k])
 
 /** The whole Response object, in the field order OpenAI sends. */
 export function responseObject(o: ResponseObjectInput): Record<string, unknown> {
@@ -134,6 +137,8 @@ export function withJsonFields(json: string, extra: Readonly<Record<string, stri
 interface Shape {
   texts: readonly string[]
   slots: readonly Slot[]
+  /** Whether `slots[i]` is one of the state's fields (a gap render fills) or the turn's (filled in by the constructor). */
+  state: readonly boolean[]
 }
 
 /**
@@ -154,13 +159,15 @@ const MAX_SHAPES = 256
  */
 function shapeKey(echo: Readonly<Record<string, unknown>>, conversation: boolean): string | undefined {
   let key = conversation ? 'c' : '-'
-  for (const k of ECHO_KEYS) {
+  for (let i = 0; i < ECHO_KEYS.length; i++) {
     key += ','
-    if (!Object.hasOwn(echo, k)) continue
+    const k = ECHO_KEYS[i] as (typeof ECHO_KEYS)[number]
+    // A field that is missing reads as undefined too: only then is Object.hasOwn asked (18 calls a request before).
     const v = echo[k]
-    if (v === ECHO_DEFAULTS[k]) continue
+    if (v === ECHO_DEFAULT_VALUES[i]) continue
+    if (v === undefined && !Object.hasOwn(echo, k)) continue
     if (v === undefined || typeof v === 'function' || typeof v === 'symbol') return undefined
-    key += JSON.stringify(v)
+    key += typeof v === 'string' ? JSON.stringify(v) : typeof v === 'number' || typeof v === 'boolean' ? `${v}` : JSON.stringify(v)
   }
   return key
 }
@@ -184,7 +191,33 @@ function shapeOf(fixed: Omit<ResponseObjectInput, keyof ResponseState>): Shape {
     from = at + mark.length
   }
   texts.push(text.slice(from))
-  return { texts, slots }
+  return { texts, slots, state: slots.map((slot) => STATE_FIELDS.has(slot)) }
+}
+
+/** JSON.stringify of one of the turn's fields: ids and the model quoted as they are when nothing in them needs escaping. */
+function fixedJson(slot: Exclude<Slot, keyof ResponseState>, fixed: Omit<ResponseObjectInput, keyof ResponseState>): string {
+  switch (slot) {
+    case 'createdAt':
+      return jsonNumber(fixed.createdAt)
+    case 'id':
+      return jsonString(fixed.id)
+    case 'model':
+      return jsonString(fixed.model)
+    case 'previousResponseId':
+      return fixed.previousResponseId === null ? 'null' : jsonString(fixed.previousResponseId)
+    case 'conversationId':
+      return fixed.conversationId === null ? 'null' : jsonString(fixed.conversationId)
+  }
+}
+
+/** JSON.stringify(s), quoting printable ASCII with no quote or backslash itself (ids, model names) without the call. */
+function jsonString(s: string): string {
+  if (s.length > 64) return JSON.stringify(s)
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i)
+    if (c < 0x20 || c > 0x7e || c === 0x22 || c === 0x5c) return JSON.stringify(s)
+  }
+  return `"${s}"`
 }
 
 /**
@@ -214,11 +247,11 @@ export class ResponseJson {
     let text = shape.texts[0] as string
     for (let i = 0; i < shape.slots.length; i++) {
       const slot = shape.slots[i] as Slot
-      if (STATE_FIELDS.has(slot)) {
+      if (shape.state[i] === true) {
         this.#texts.push(text)
         this.#slots.push(slot as keyof ResponseState)
         text = ''
-      } else text += JSON.stringify(fixed[slot as Exclude<Slot, keyof ResponseState>] ?? null)
+      } else text += fixedJson(slot as Exclude<Slot, keyof ResponseState>, fixed)
       text += shape.texts[i + 1] as string
     }
     this.#texts.push(withJsonFields(text, extra))
@@ -229,10 +262,71 @@ export class ResponseJson {
     let out = this.#texts[0] as string
     for (let i = 0; i < this.#slots.length; i++) {
       const slot = this.#slots[i] as keyof ResponseState
-      out += (slot === 'output' && outputJson !== undefined ? outputJson : JSON.stringify(s[slot] ?? null)) + (this.#texts[i + 1] as string)
+      out += stateJson(slot, s, outputJson) + (this.#texts[i + 1] as string)
     }
     return out
   }
+}
+
+/**
+ * One state field's JSON, as JSON.stringify writes it: the fields of a fixed shape written out (a status, a number,
+ * the usage object as mapUsage builds it), the rest through JSON.stringify. Why: render's JSON.stringify calls were
+ * most of its time, ≈ 1.5 µs a response hot (the usage object alone 0.5 µs, the message item 0.8 µs).
+ */
+function stateJson(slot: keyof ResponseState, s: ResponseState, outputJson: string | undefined): string {
+  switch (slot) {
+    case 'status':
+      return `"${s.status}"`
+    case 'completedAt':
+      return s.completedAt === undefined || s.completedAt === null ? 'null' : jsonNumber(s.completedAt)
+    case 'usage':
+      return s.usage === null ? 'null' : usageJson(s.usage)
+    case 'output':
+      return outputJson ?? JSON.stringify(s.output)
+    default:
+      return s[slot] === null ? 'null' : JSON.stringify(s[slot] ?? null)
+  }
+}
+
+/** A number as JSON writes it (a non-finite one as null). */
+function jsonNumber(n: number): string {
+  return Number.isFinite(n) ? `${n}` : 'null'
+}
+
+/** JSON.stringify(u) for a usage object as mapUsage builds it (the same fields, in the same order). */
+function usageJson(u: ResponseUsage): string {
+  const d = u.input_tokens_details
+  const write = d.cache_write_tokens === undefined ? '' : `,"cache_write_tokens":${jsonNumber(d.cache_write_tokens)}`
+  return (
+    `{"input_tokens":${jsonNumber(u.input_tokens)},"input_tokens_details":{"cached_tokens":${jsonNumber(d.cached_tokens)}${write}},` +
+    `"output_tokens":${jsonNumber(u.output_tokens)},"output_tokens_details":{"reasoning_tokens":${jsonNumber(u.output_tokens_details.reasoning_tokens)}},` +
+    `"total_tokens":${jsonNumber(u.total_tokens)}}`
+  )
+}
+
+/**
+ * JSON.stringify(items) for completionToOutput's items (a non-stream reply's output): its message items, whose fields
+ * and their order it sets, are written with the stream's own templates for a finished message (stream-events.ts), the
+ * other items by JSON.stringify. Saves the message item's JSON.stringify, ≈ 0.8 µs of a response hot.
+ */
+export function outputJson(items: readonly ResponseItem[]): string {
+  let out = '['
+  for (let i = 0; i < items.length; i++) {
+    const item = items[i] as ResponseItem
+    if (i > 0) out += ','
+    const status = item.status
+    out +=
+      item.type === 'message' && item.role === 'assistant' && typeof item.id === 'string' && (status === 'completed' || status === 'incomplete')
+        ? messageItemJson(item.id, status, (item.content as readonly ItemPart[]).map(partJson))
+        : JSON.stringify(item)
+  }
+  return `${out}]`
+}
+
+function partJson(p: ItemPart): string {
+  return p.type === 'output_text' && typeof p.text === 'string' && Array.isArray(p.annotations) && Array.isArray(p.logprobs)
+    ? textPartJson(p.annotations as readonly Record<string, unknown>[], JSON.stringify(p.text), p.logprobs as readonly unknown[])
+    : JSON.stringify(p)
 }
 
 /** Chat usage → Responses usage. Both detail objects always, with zeros: Codex and the AI SDK parse them. */
