@@ -247,6 +247,34 @@ t.test('mid-stream error: OpenRouter error event, no [DONE], SDK throws after pa
   t.equal(text, 'aaaabbbb')
 })
 
+t.test('a choice that finishes with error and no error event: usage chunk and [DONE] follow, on the real wire format', async (t) => {
+  const { mock } = await withMock(t)
+  const events = async (b: MockBehaviour) => {
+    mock.enqueue(b)
+    const res = await rawPost(t, mock.url, { model: 'openai/gpt-4o', messages: user('x'), stream: true, tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] })
+    const bytes = Buffer.from(await res.body.arrayBuffer())
+    t.ok(bytes.toString().startsWith(': OPENROUTER PROCESSING\r\n\r\n'), 'keep-alive comment, CRLF')
+    return parseSse(bytes).events.map((e) => e.data)
+  }
+  const bare = await events({ reply: 'aaaabbbbcccc', toolCalls: [], crlf: true, splitWrites: 'random', choiceError: { afterChunks: 2 } })
+  t.same(bare.slice(1, 3).map((d) => (JSON.parse(d) as { choices: Array<{ delta: { content: string } }> }).choices[0]?.delta.content), ['aaaa', 'bbbb'])
+  const finish = JSON.parse(bare[3] ?? '{}') as Record<string, unknown> & { choices: Array<Record<string, unknown>> }
+  t.notOk('error' in finish, 'no top-level error')
+  t.match(finish.choices[0], { index: 0, finish_reason: 'error', delta: { content: '' } })
+  t.notOk('error' in (finish.choices[0] ?? {}), 'nor one in the choice')
+  t.match(JSON.parse(bare[4] ?? '{}'), { choices: [], usage: { prompt_tokens: Number } }, 'the usage chunk, choices empty')
+  t.equal(bare[5], '[DONE]')
+  t.equal(bare.length, 6)
+
+  const inChoice = await events({ reply: 'aaaa', toolCalls: [], crlf: true, choiceError: { message: 'Provider went away', inChoice: true } })
+  t.match(JSON.parse(inChoice.at(-3) ?? '{}'), { choices: [{ finish_reason: 'error', error: { code: 502, message: 'Provider went away' } }] })
+  t.notOk('error' in (JSON.parse(inChoice.at(-3) ?? '{}') as object))
+
+  const calls = await events({ crlf: true, choiceError: {} })
+  t.match(JSON.parse(calls.at(-3) ?? '{}'), { choices: [{ finish_reason: 'error', delta: {} }] }, 'tool calls, then a finish with error')
+  t.match(calls.at(-4), /"tool_calls"/)
+})
+
 t.test('reset before headers and mid-stream are seen as socket errors', async (t) => {
   const { mock } = await withMock(t)
   mock.enqueue({ reset: 'before-headers' })

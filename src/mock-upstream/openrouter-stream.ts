@@ -1,7 +1,8 @@
 /**
  * OpenRouter's SSE stream as the mock sends it: `: OPENROUTER PROCESSING` keep-alive comments, a role chunk, content
  * chunks, a stop chunk, a usage-only chunk (`choices: []`), `data: [DONE]`; and the behaviours that break it
- * (a mid-stream error event with a top-level `error` and `finish_reason: "error"`, hangs, resets, invalid SSE).
+ * (a mid-stream error event with a top-level `error` and `finish_reason: "error"`, a choice that finishes with
+ * `error` and no error event, hangs, resets, invalid SSE).
  */
 import type { ServerResponse } from 'node:http'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -25,6 +26,14 @@ export async function streamReply(
   const delta = (d: Json, finish: string | null) => [
     { index: 0, delta: d, finish_reason: finish, native_finish_reason: finish, logprobs: null },
   ]
+  // The last content chunk: `stop` (or `tool_calls`), or `error` for choiceError, with no error event beside it.
+  const ce = b.choiceError
+  const finishing = (d: Json, finish: string) => {
+    if (ce === undefined) return chunk(delta(d, finish))
+    const choices = delta(d, 'error')
+    if (ce.inChoice === true) Object.assign(choices[0] as Json, { error: { code: ce.code ?? 502, message: ce.message ?? 'Provider disconnected unexpectedly' } })
+    return chunk(choices)
+  }
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-generation-id': r.head.id })
   for (let i = 0; i < (b.keepAliveComments ?? 1); i++) await send(`: OPENROUTER PROCESSING${nl}${nl}`)
   if (b.invalidSse) {
@@ -41,13 +50,14 @@ export async function streamReply(
       for (const piece of splitCodePoints(c.arguments, b.chunkChars ?? 4))
         await send(chunk(delta({ tool_calls: [{ index, function: { arguments: piece } }] }, null)))
     }
-    await send(chunk(delta({}, 'tool_calls')))
+    await send(finishing({}, 'tool_calls'))
     if (b.usage !== false) await send(chunk([], { usage: r.usage }))
     await send(`data: [DONE]${nl}${nl}`)
     return void res.end()
   }
   const pieces = splitCodePoints(r.text, b.chunkChars ?? 4)
-  const stopAt = b.midStreamError ? Math.min(b.midStreamError.afterChunks, pieces.length) : pieces.length
+  const cut = b.midStreamError?.afterChunks ?? ce?.afterChunks
+  const stopAt = cut === undefined ? pieces.length : Math.min(cut, pieces.length)
   for (let i = 0; i < Math.max(1, stopAt); i++) {
     const piece = pieces[i]
     if (piece !== undefined && i < stopAt) {
@@ -68,7 +78,7 @@ export async function streamReply(
     await send(chunk(choices, { error: { code, message } }))
     return void res.end()
   }
-  await send(chunk(delta({ role: 'assistant', content: '' }, 'stop')))
+  await send(finishing({ role: 'assistant', content: '' }, 'stop'))
   if (b.usage !== false) await send(chunk([], { usage: r.usage }))
   await send(`data: [DONE]${nl}${nl}`)
   res.end()

@@ -39,10 +39,12 @@ export interface MockBehaviour {
   /** Non-stream: 200 with a body that is not JSON. */
   invalidJson?: boolean
   /**
-   * Non-stream: 200 whose choice finished with `error` and carries it (OpenRouter's report of an error met while the
-   * model was generating), with the reply as the content produced so far.
+   * 200 whose choice finished with `error` (OpenRouter's report of an error met while the model was generating), with
+   * the reply as the content produced so far. Non-stream: the choice carries the error. Stream: after `afterChunks`
+   * content chunks (default all; tool calls are sent whole), a chunk whose choice finishes with `error` and no top-level
+   * `error` (the choice carries one only with `inChoice`), then the usage chunk and `[DONE]`, as after any finish.
    */
-  choiceError?: { message?: string; code?: number }
+  choiceError?: { message?: string; code?: number; afterChunks?: number; inChoice?: boolean }
   /** Stream: 200 text/event-stream whose lines are not valid chunks. */
   invalidSse?: boolean
   /** Default true: non-stream includes `usage`; a stream ends with the usage-only chunk before [DONE]. */
