@@ -48,6 +48,11 @@ t.test('everything else is left to the parse', async (t) => {
   t.same(contentDelta(earlier), { text: 'x\\y', json: JSON.stringify('x\\y'), finishReason: null })
   t.same(contentDelta(event({ content: 'plain' }, { model: 'a\\"delta":{' })), { text: 'plain', json: '"plain"', finishReason: null })
   t.equal(contentDelta(event({ content: 'x' }, { terror: 1 })), undefined, 'a key ending in error, as before')
+  // A choice that finishes with "error" is OpenRouter's report of a failure while generating: the relay judges it on the
+  // parsed event, whether or not an error object came with it.
+  t.equal(contentDelta(event({ content: '' }, {}, 'error')), undefined, 'a finish with "error" is left to the parse')
+  t.equal(contentDelta(event({ role: 'assistant', content: 'last' }, {}, 'error')), undefined, 'with text too')
+  t.equal(contentDelta(event({ content: 'an error' }, {}, 'stop'))?.text, 'an error', 'a text ending in error is not one')
 })
 
 t.test('choiceDeltaOnly: choice 0 carries a delta and nothing is a usage or an error', async (t) => {
@@ -58,6 +63,9 @@ t.test('choiceDeltaOnly: choice 0 carries a delta and nothing is a usage or an e
   t.notOk(choiceDeltaOnly(event({ content: 'x' }, { error: { code: 502 } })))
   t.notOk(choiceDeltaOnly(JSON.stringify({ id: 'g', choices: [], usage: { prompt_tokens: 1 } })))
   t.notOk(choiceDeltaOnly(JSON.stringify({ id: 'g', choices: [] })))
+  t.notOk(choiceDeltaOnly(event({ content: '' }, {}, 'error')), 'a finish with "error", without an error object')
+  t.notOk(choiceDeltaOnly(event({ tool_calls: [] }, {}, 'error')))
+  t.ok(choiceDeltaOnly(event({ content: 'no error' }, {}, 'stop')))
 })
 
 /** What the relay did before: parse, and read the text and whether anything else needs acting on. */
@@ -66,7 +74,7 @@ function parsed(data: string): { text: string; plain: boolean; finishReason: str
   const choice = c.choices?.[0]
   const delta = choice?.delta ?? {}
   const keys = Object.keys(delta).filter((k) => !(k === 'role' && delta.role === 'assistant'))
-  const plain = c.usage === undefined && c.error === undefined && c.choices?.length === 1 && choice?.index === 0 && keys.length === 1 && keys[0] === 'content' && typeof delta.content === 'string'
+  const plain = c.usage === undefined && c.error === undefined && choice?.finish_reason !== 'error' && c.choices?.length === 1 && choice?.index === 0 && keys.length === 1 && keys[0] === 'content' && typeof delta.content === 'string'
   return { text: typeof delta.content === 'string' ? delta.content : '', plain, finishReason: typeof choice?.finish_reason === 'string' ? choice.finish_reason : null }
 }
 

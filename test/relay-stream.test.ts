@@ -145,6 +145,51 @@ t.test('with n > 1, every choice is relayed and only choice 0 is captured for me
   t.match(await s.outcome, { kind: 'completed', text: 'Hello' })
 })
 
+t.test('choice 0 finishing with "error" and no error event: relayed as it came, [DONE] too, nothing saved, a failed outcome', async (t) => {
+  // OpenRouter's report of a failure while generating, here without a top-level `error`: the usage chunk and [DONE]
+  // follow as after any finish.
+  const finish = (index: number, reason: string): string =>
+    `data: {"id":"gen-1","object":"chat.completion.chunk","choices":[{"index":${index},"delta":{"content":""},"finish_reason":"${reason}"}]}\n\n`
+  const FAILED = finish(0, 'error')
+  const s = await relay(t)
+  s.upstream.push(chunk('Hel') + chunk('lo') + FAILED + USAGE + DONE)
+  s.upstream.push(null)
+  t.equal(await text(await s.response), chunk('Hel', ',"_metadata":{"memory":null}') + chunk('lo') + FAILED + DONE)
+  t.same(await s.outcome, { kind: 'failed', error: undefined, text: 'Hello', usage: { prompt_tokens: 9, completion_tokens: 2 } })
+  t.same(s.saved, [], 'nothing saved')
+
+  // Relayed without capture (a chat that saves nothing), the finish is still found; the usage chunk asked for goes too.
+  const uncaptured = await relay(t, { saves: false, needsReply: false, includeUsage: true })
+  uncaptured.upstream.push(chunk('a') + chunk('b') + FAILED + USAGE + DONE)
+  uncaptured.upstream.push(null)
+  t.ok((await text(await uncaptured.response)).endsWith(chunk('b') + FAILED + USAGE + DONE))
+  t.match(await uncaptured.outcome, { kind: 'failed', error: undefined })
+
+  // A body that ends after it without [DONE]: as it came, no error event of ours (the upstream reported its failure).
+  const cut = await relay(t)
+  cut.upstream.push(chunk('a') + FAILED)
+  cut.upstream.push(null)
+  t.equal(await text(await cut.response), chunk('a', ',"_metadata":{"memory":null}') + FAILED)
+  t.match(await cut.outcome, { kind: 'failed', error: undefined })
+
+  // With n > 1, choice 0 decides, as for a JSON reply: another choice failing leaves the exchange complete, and choice 0
+  // failing fails it while the other choices are still relayed to their end.
+  const other = (content: string): string =>
+    `data: {"id":"gen-1","object":"chat.completion.chunk","choices":[{"index":1,"delta":{"content":${JSON.stringify(content)}}}]}\n\n`
+  const oneFails = await relay(t)
+  oneFails.upstream.push(chunk('Hel') + other('x') + finish(1, 'error') + chunk('lo') + finish(0, 'stop') + USAGE + DONE)
+  oneFails.upstream.push(null)
+  t.match(await text(await oneFails.response), /data: \[DONE\]\n\n$/)
+  t.match(await oneFails.outcome, { kind: 'completed', text: 'Hello' })
+  t.same(oneFails.saved, ['Hello'])
+  const zeroFails = await relay(t)
+  zeroFails.upstream.push(chunk('Hel') + other('x') + FAILED + other('y') + finish(1, 'stop') + USAGE + DONE)
+  zeroFails.upstream.push(null)
+  t.ok((await text(await zeroFails.response)).endsWith(FAILED + other('y') + finish(1, 'stop') + DONE), 'the other choice relayed to its end')
+  t.match(await zeroFails.outcome, { kind: 'failed', error: undefined, text: 'Hel' })
+  t.same(zeroFails.saved, [])
+})
+
 t.test("a streamed function_call (the deprecated functions API) is assembled into the saved reply, as a JSON reply's", async (t) => {
   const delta = (d: object, finish: string | null = null): string =>
     `data: ${JSON.stringify({ id: 'gen-1', object: 'chat.completion.chunk', choices: [{ index: 0, delta: d, finish_reason: finish }] })}\n\n`

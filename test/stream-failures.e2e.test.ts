@@ -6,6 +6,7 @@
 import t from 'tap'
 import type { MockBehaviour } from '../src/mock-upstream.js'
 import { KEY_A, PROVIDER_KEY, startHarness, type Harness } from './helpers/harness.js'
+import { checkResponseStream } from './helpers/responses-stream-checker.js'
 
 interface RequestLine {
   level: string
@@ -118,4 +119,132 @@ t.test('a stream that fails midway is logged with its error code and counted in 
     await new Promise((resolve) => setTimeout(resolve, 25))
   }
   t.pass('counted as upstream_reset')
+})
+
+/** The data of each SSE event in a body (the gateway writes LF; comments skipped). */
+function sseData(text: string): string[] {
+  return text
+    .split('\n\n')
+    .map((block) => block.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('\n'))
+    .filter((d) => d !== '')
+}
+
+t.test('a choice that finishes with "error" and no error event is a failed exchange on every path, as one with the event', async (t) => {
+  // OpenRouter's report of a failure while generating: choice 0 finishes with "error", and here no top-level `error`
+  // comes with it; the usage chunk and [DONE] follow as after any finish (the mock's choiceError, on its real wire
+  // format: CRLF, keep-alive comments, bytes split anywhere).
+  const reply = 'a reply long enough to come in several chunks'
+  const h = await startHarness(t, { mock: { behaviour: { reply, chunkChars: 5, crlf: true, keepAliveComments: 2, splitWrites: 'random' } } })
+  const wire = { crlf: true, keepAliveComments: 2, splitWrites: 'random' as const }
+  const expected: Record<string, number> = { ...(await failures(h)) }
+  const messagesOf = async (id: string): Promise<number> => {
+    const r = await h.fetch(`/api/v1/sessions/${id}`)
+    return r.status === 404 ? 0 : ((await r.json()) as { messages: unknown[] }).messages.length
+  }
+  const chat = async (extra: Record<string, unknown>, b: MockBehaviour): Promise<{ reqId: string; text: string; status: number }> => {
+    h.mock.enqueue({ reply, chunkChars: 5, ...wire, ...b })
+    const r = await h.fetch('/api/v1/chat/completions', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'Tell me a story' }], useRAG: false, ...extra }),
+    })
+    return { status: r.status, reqId: r.headers.get('x-request-id') ?? '', text: await r.text() }
+  }
+
+  // A session with one completed exchange: what a failed one must leave as it is.
+  await chat({ sessionId: 'cs' }, {})
+  t.equal(await messagesOf('cs'), 2)
+
+  const streams: Array<{ name: string; extra: Record<string, unknown>; behaviour: MockBehaviour }> = [
+    { name: 'a text piece, read without a parse', extra: { sessionId: 'cs' }, behaviour: { choiceError: { afterChunks: 2 } } },
+    { name: 'the choice carrying its error', extra: { sessionId: 'cs' }, behaviour: { choiceError: { afterChunks: 2, inChoice: true, message: 'Provider went away' } } },
+    { name: 'tool calls', extra: { sessionId: 'cs', tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] }, behaviour: { toolCalls: [{ name: 'f', arguments: '{"a":1}' }], choiceError: {} } },
+    { name: 'the usage chunk asked for', extra: { sessionId: 'cs', stream_options: { include_usage: true } }, behaviour: { choiceError: { afterChunks: 1 } } },
+    { name: 'nothing to save (no session)', extra: {}, behaviour: { choiceError: { afterChunks: 3 } } },
+    { name: 'saveToMemory: false', extra: { sessionId: 'cs', saveToMemory: false }, behaviour: { choiceError: {} } },
+  ]
+  for (const c of streams) {
+    const r = await chat({ stream: true, ...c.extra }, c.behaviour)
+    t.equal(r.status, 200, `${c.name}: the stream had begun`)
+    const events = sseData(r.text)
+    const finish = events.find((d) => d.includes('"finish_reason":"error"'))
+    t.ok(finish, `${c.name}: the finish with "error" reaches the client`)
+    t.notOk(events.some((d) => d !== '[DONE]' && 'error' in (JSON.parse(d) as object)), `${c.name}: as it came, no error event of ours added`)
+    t.equal(events.at(-1), '[DONE]', `${c.name}: and the rest as it came, [DONE] too`)
+    if (c.extra.stream_options !== undefined) t.match(JSON.parse(events.at(-2) ?? '{}'), { choices: [], usage: { prompt_tokens: Number } }, `${c.name}: the usage chunk relayed`)
+    t.equal(await messagesOf('cs'), 2, `${c.name}: nothing saved`)
+    const line = await lineOf(h, r.reqId)
+    t.match(line, { level: 'error', status: 200, streamFailure: 'upstream_error', errorCode: 'upstream_error' }, `${c.name}: the request line says it failed`)
+    t.type((line as { promptTokens?: unknown }).promptTokens, 'number', `${c.name}: with the tokens the upstream reported`)
+    expected.upstream_error = (expected.upstream_error ?? 0) + 1
+    t.same(await failures(h), expected, `${c.name}: counted as upstream_error`)
+  }
+
+  // The same through the openai SDK: the stream is read to its end, choice 0 says "error", and nothing is saved.
+  h.mock.enqueue({ reply, ...wire, choiceError: { afterChunks: 2 } })
+  const sdkStream = await h.client(KEY_A, { providerKey: PROVIDER_KEY }).chat.completions.create({
+    model: 'openai/gpt-4o-mini',
+    stream: true,
+    messages: [{ role: 'user', content: 'x' }],
+    ...({ sessionId: 'cs', useRAG: false } as object),
+  })
+  let finishReason: string | null | undefined
+  for await (const c of sdkStream) finishReason = c.choices[0]?.finish_reason ?? finishReason
+  t.equal(finishReason, 'error')
+  t.equal(await messagesOf('cs'), 2, 'the SDK-read stream saved nothing')
+  expected.upstream_error = (expected.upstream_error ?? 0) + 1
+  for (let i = 0; (await failures(h)).upstream_error !== expected.upstream_error; i++) {
+    if (i === 200) throw new Error('the SDK-read stream was never counted')
+    await new Promise((resolve) => setTimeout(resolve, 25))
+  }
+
+  // JSON: relayed as it came, nothing saved (as before).
+  const json = await chat({ sessionId: 'cs' }, { choiceError: { message: 'Provider went away' } })
+  t.equal(json.status, 200)
+  t.match(JSON.parse(json.text), { choices: [{ finish_reason: 'error' }] })
+  t.equal(await messagesOf('cs'), 2, 'JSON: nothing saved')
+
+  // Responses: a stream ends with `error` then response.failed, carrying the error the error event's mapping makes,
+  // and nothing is stored (neither the response nor the conversation's messages).
+  const responses = async (body: Record<string, unknown>, b: MockBehaviour): Promise<{ status: number; reqId: string; text: string }> => {
+    h.mock.enqueue({ reply, chunkChars: 5, ...wire, ...b })
+    const r = await h.fetch('/api/v1/responses', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'openai/gpt-4o-mini', input: 'Tell me a story', useRAG: false, ...body }),
+    })
+    return { status: r.status, reqId: r.headers.get('x-request-id') ?? '', text: await r.text() }
+  }
+  const first = await responses({ sessionId: 'rs' }, {})
+  t.equal(first.status, 200)
+  t.equal(await messagesOf('rs'), 2)
+  const cases: Array<{ name: string; behaviour: MockBehaviour; message: string }> = [
+    { name: 'Responses, a bare finish with "error"', behaviour: { choiceError: { afterChunks: 2 } }, message: 'Upstream returned an error: ' },
+    { name: 'Responses, the choice carrying its error', behaviour: { choiceError: { afterChunks: 2, inChoice: true, message: 'Provider went away' } }, message: 'Upstream returned an error: Provider went away' },
+    { name: 'Responses, tool calls', behaviour: { toolCalls: [{ name: 'f', arguments: '{"a":1}' }], choiceError: {} }, message: 'Upstream returned an error: ' },
+    { name: 'Responses, the error event (as before)', behaviour: { midStreamError: { afterChunks: 2, message: 'Provider went away' } }, message: 'Upstream returned an error: Provider went away' },
+  ]
+  for (const c of cases) {
+    const tools = c.behaviour.toolCalls === undefined ? {} : { tools: [{ type: 'function', name: 'f', parameters: {} }] }
+    const r = await responses({ stream: true, sessionId: 'rs', ...tools }, c.behaviour)
+    t.equal(r.status, 200, `${c.name}: the stream had begun`)
+    const events = sseData(r.text).map((d) => JSON.parse(d) as Record<string, unknown>)
+    t.same(checkResponseStream(events), [], `${c.name}: a well-formed stream`)
+    t.same(events.slice(-2).map((e) => e.type), ['error', 'response.failed'], `${c.name}: ends with error, then response.failed`)
+    const failed = events.at(-1)?.response as { id: string; status: string; error: { code: string; message: string } }
+    t.equal(failed.status, 'failed')
+    t.equal(failed.error.code, 'upstream_error', `${c.name}: the code the error event gets`)
+    t.ok(failed.error.message.startsWith(c.message), `${c.name}: ${failed.error.message}`)
+    t.match(events.at(-2), { code: 'upstream_error', message: failed.error.message })
+    t.equal((await h.fetch(`/api/v1/responses/${failed.id}`)).status, 404, `${c.name}: the response is not stored`)
+    t.equal(await messagesOf('rs'), 2, `${c.name}: nor the conversation's messages`)
+    t.match(await lineOf(h, r.reqId), { level: 'error', status: 200, streamFailure: 'upstream_error', errorCode: 'upstream_error' }, `${c.name}: the request line says it failed`)
+    expected.upstream_error = (expected.upstream_error ?? 0) + 1
+    t.same(await failures(h), expected, `${c.name}: counted as upstream_error`)
+  }
+  const rjson = await responses({ sessionId: 'rs' }, { choiceError: { message: 'Provider went away' } })
+  t.equal(rjson.status, 502, 'Responses JSON: an error, as before')
+  t.match(JSON.parse(rjson.text), { error: { code: 'upstream_error', message: 'Upstream returned an error: Provider went away' } }, 'Responses JSON: the same error as a stream')
+  t.equal(await messagesOf('rs'), 2, 'Responses JSON: nothing saved')
+  t.same(await failures(h), expected, 'Responses JSON: not a stream failure')
 })

@@ -13,7 +13,9 @@
  * - the structure `"choices":[{"index":0,"delta":{` occurs once, and the delta holds `content` (a string), optionally
  *   after `"role":"assistant"`, and nothing else;
  * - no other delta follows (a second choice), and no key ending in `usage` or `error` occurs anywhere (the usage
- *   chunk, OpenRouter's mid-stream error), so the event needs nothing but its text captured.
+ *   chunk, OpenRouter's mid-stream error), nor the string `"error"` (a choice that finishes with `error`, OpenRouter's
+ *   report of a failure while generating, which may come without an error object), so the event needs nothing but its
+ *   text captured.
  * Not vouched for: that the rest of the event is valid JSON. Such an event is relayed as it came (the client's parser
  * judges it) where a full parse would have ended the stream with `upstream_invalid_response`.
  */
@@ -24,6 +26,8 @@ const CONTENT = '"content":"'
 const FINISH = '"finish_reason":"'
 const BACKSLASH = 0x5c
 const CLOSE_BRACE = 0x7d
+const COLON = 0x3a
+const QUOTE = 0x22
 const LOWER_E = 0x65
 /** Where `delta` sits in HEAD: HEAD is found through it (see `headAt`). */
 const DELTA_IN_HEAD = HEAD.indexOf('delta')
@@ -48,7 +52,7 @@ export function contentDelta(data: string): ContentDelta | undefined {
   const close = closingQuote(data, open + 1)
   if (close === -1 || data.charCodeAt(close + 1) !== CLOSE_BRACE) return undefined
   if (data.indexOf('"delta"', close) !== -1 || headAt(data, close) !== -1) return undefined
-  if (data.indexOf('usage":') !== -1 || hasErrorKey(data)) return undefined
+  if (data.indexOf('usage":') !== -1 || hasError(data)) return undefined
   const json = data.slice(open, close + 1)
   const backslash = data.indexOf('\\', open)
   const escaped = backslash !== -1 && backslash < close
@@ -74,12 +78,12 @@ export function contentDelta(data: string): ContentDelta | undefined {
 }
 
 /**
- * The event carries choice 0's delta (any: text, tool calls, a finish) and no key ending in `usage` or `error`: on a
- * relay that captures nothing, it is relayed as it came. The same position-based reading as `contentDelta` (see the
- * module comment), with the same thing not vouched for: that the rest of the event is valid JSON.
+ * The event carries choice 0's delta (any: text, tool calls, a finish other than `error`) and no key ending in `usage`
+ * or `error`: on a relay that captures nothing, it is relayed as it came. The same position-based reading as
+ * `contentDelta` (see the module comment), with the same thing not vouched for: that the rest of the event is valid JSON.
  */
 export function choiceDeltaOnly(data: string): boolean {
-  return headAt(data, 0) !== -1 && data.indexOf('usage":') === -1 && !hasErrorKey(data)
+  return headAt(data, 0) !== -1 && data.indexOf('usage":') === -1 && !hasError(data)
 }
 
 /*
@@ -87,7 +91,10 @@ export function choiceDeltaOnly(data: string): boolean {
  * every call, and one starting with a character as common as `"` or `e` stops at every one of them; `lastIndexOf` steps
  * back one character at a time. Measured on the mock's events (Node 20, min of 9 × 200,000): HEAD 177 ns, `error":`
  * 164 ns, the backward search for a backslash 215 ns, of contentDelta's 761 ns; through `delta`, `rror":` and a
- * forward search instead: see docs/benchmarks.md, "Relay and Responses CPU, 2026-11-27".
+ * forward search instead: see docs/benchmarks.md, "Relay and Responses CPU, 2026-11-27". The error scan has looked for
+ * `rror"` since (to find a finish with `error` too), not measured again: the same first character and the same kind of
+ * search (under 7 characters), and the extra matches (`"error"`, a string ending in `rror`) are one or two an event
+ * at most, in the events that have them.
  */
 
 /** Where HEAD first occurs at or after `from`, or -1: found through its `delta`, a rarer word than its opening quote. */
@@ -98,10 +105,15 @@ function headAt(data: string, from: number): number {
   return -1
 }
 
-/** A key ending in `error` occurs (`error":`), found through `rror":` (`r` is rarer than `e` in these events). */
-function hasErrorKey(data: string): boolean {
-  for (let i = data.indexOf('rror":'); i !== -1; i = data.indexOf('rror":', i + 1)) {
-    if (data.charCodeAt(i - 1) === LOWER_E) return true
+/**
+ * A key ending in `error` occurs (`error":`), or the string `"error"` (a finish reason: `"finish_reason":"error"`),
+ * both found through `rror"` (`r` is rarer than `e` in these events): one scan, as long as the key's alone was, whose
+ * pattern only ever occurs in an event that has one of the two or a string ending in `rror`.
+ */
+function hasError(data: string): boolean {
+  for (let i = data.indexOf('rror"'); i !== -1; i = data.indexOf('rror"', i + 1)) {
+    if (data.charCodeAt(i - 1) !== LOWER_E) continue
+    if (data.charCodeAt(i + 5) === COLON || data.charCodeAt(i - 2) === QUOTE) return true
   }
   return false
 }

@@ -167,6 +167,9 @@ async function save(planner: ChatPlanner, tenant: Tenant, req: ChatRequest, prep
  */
 export function annotateOutcome(facts: RequestFacts, outcome: StreamOutcome): void {
   facts.streamFailure = streamFailure(outcome)
+  // The tokens of a stream that failed after its usage chunk were spent all the same (a choice that finished with
+  // `error` is followed by one): counted, as a JSON reply's are whatever its finish.
+  if (outcome.kind === 'failed') annotateUsage(facts, outcome.usage)
 }
 
 export function annotateUsage(facts: RequestFacts, usage: Usage | undefined): void {

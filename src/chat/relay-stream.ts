@@ -9,6 +9,9 @@
  * - An upstream error event is relayed as is; our own failures mid-stream (invalid SSE, timeout, reset) become one
  *   error event in the OpenAI shape. Either way the stream then ends without `[DONE]`, which OpenAI clients read as
  *   an error, and nothing is saved.
+ * - Choice 0 finishing with `error` (OpenRouter's report of a failure while generating) fails the exchange too, with or
+ *   without an error event: without one, the rest of the stream (other choices, the usage chunk, `[DONE]`) is relayed
+ *   as it came, and nothing is saved. On a translated stream it ends the stream as an error event does.
  * - `[DONE]` is held back until `onComplete` (the memory save) has resolved, so a client that saw `[DONE]` knows the
  *   exchange is durable.
  */
@@ -17,7 +20,7 @@ import type { ServerResponse } from 'node:http'
 import type { Readable } from 'node:stream'
 import { asGatewayError, gatewayError, toWire, type GatewayError } from '../errors.js'
 import { ChunkReader } from '../upstream/chunk-reader.js'
-import { transportError, upstreamHttpError } from '../upstream/errors.js'
+import { choiceFailedError, transportError, upstreamHttpError } from '../upstream/errors.js'
 import { SseEventTooLargeError, SseParser } from '../upstream/sse-parser.js'
 import { ReplyAssembler } from '../messages/reply.js'
 import { choiceDeltaOnly, contentDelta, type ContentDelta } from './content-delta.js'
@@ -130,8 +133,15 @@ export interface StreamFormat {
   failure(error: GatewayError): string
 }
 
+interface ChoiceShape {
+  index?: unknown
+  delta?: unknown
+  finish_reason?: unknown
+  error?: unknown
+}
+
 interface ChunkShape {
-  choices?: Array<{ index?: unknown; delta?: unknown }>
+  choices?: ChoiceShape[]
   usage?: Usage
   error?: unknown
 }
@@ -165,6 +175,11 @@ async function relay(o: RelayOptions, timers: RelayTimers): Promise<StreamOutcom
   let metadataSent = false
   let done = false
   let upstreamError = false
+  /**
+   * Choice 0 finished with `error` and no error event came (an event's `"error"` sends it to the parse, content-delta.ts):
+   * the exchange failed. Relayed on to the end as it came, unlike an error event, after which nothing more is read.
+   */
+  let choiceFailed = false
   let out = o.prefix ?? ''
   let wrote = false
   const format = o.format
@@ -241,7 +256,12 @@ async function relay(o: RelayOptions, timers: RelayTimers): Promise<StreamOutcom
           return
         }
         if (chunk.usage) usage = chunk.usage
-        const delta = chunk.choices?.[0]?.delta
+        const zero = choiceZero(chunk.choices)
+        if (zero?.finish_reason === 'error' && !choiceFailed) {
+          choiceFailed = true
+          formatError = choiceFailedError(zero)
+        }
+        const delta = zero?.delta
         const first = delta !== undefined && reply.push(delta) && reply.pieces === 1
         out += format.chunk(chunk as Record<string, unknown>)
         if (first) {
@@ -264,7 +284,9 @@ async function relay(o: RelayOptions, timers: RelayTimers): Promise<StreamOutcom
         return
       }
       if (chunk.usage) usage = chunk.usage
-      const delta = choiceZeroDelta(choices)
+      const zero = choiceZero(choices)
+      if (zero?.finish_reason === 'error') choiceFailed = true
+      const delta = zero?.delta
       if (delta !== undefined && reply.push(delta) && reply.pieces === 1) o.onFirstToken?.()
       if (!metadataSent) {
         metadataSent = true
@@ -301,6 +323,13 @@ async function relay(o: RelayOptions, timers: RelayTimers): Promise<StreamOutcom
   }
 
   const reader = new ChunkReader(o.upstream)
+
+  /** Choice 0 finished with `error`, no error event: the relay ends as the upstream's stream did (see `choiceFailed`). */
+  const relayedFailure = (): StreamOutcome => {
+    reader.release()
+    res.end(done ? `${out}data: [DONE]\n\n` : out)
+    return { kind: 'failed', error: undefined, text: reply.text, usage }
+  }
 
   /** The stream reached [DONE]: `onComplete` (the save), then [DONE] to the client. */
   const complete = async (): Promise<StreamOutcome> => {
@@ -339,7 +368,9 @@ async function relay(o: RelayOptions, timers: RelayTimers): Promise<StreamOutcom
     return fail(isGatewayError(err) ? err : transportError(err))
   }
   if (o.client.aborted) return { kind: 'aborted' }
-  if (upstreamError) return fail(undefined)
+  // A translated stream ends with the failure's events (formatError), as after an error event.
+  if (upstreamError || (choiceFailed && format !== undefined)) return fail(undefined)
+  if (choiceFailed) return relayedFailure()
   if (!done) {
     return fail(gatewayError('upstream_invalid_response', { message: 'The upstream stream ended before [DONE]' }))
   }
@@ -347,12 +378,13 @@ async function relay(o: RelayOptions, timers: RelayTimers): Promise<StreamOutcom
 }
 
 /**
- * Choice 0's delta in an event. With `n` > 1 the upstream streams each choice in events of its own, told apart by
- * `index`: the reply kept for memory is choice 0's (as a JSON reply's `choices[0]`), never the choices run together.
+ * Choice 0 in an event. With `n` > 1 the upstream streams each choice in events of its own, told apart by `index`: the
+ * reply kept for memory is choice 0's (as a JSON reply's `choices[0]`), never the choices run together, and it is choice
+ * 0 finishing with `error` that fails the exchange (as a JSON reply's, messages/reply.ts `generationFailed`).
  */
-function choiceZeroDelta(choices: ChunkShape['choices']): unknown {
+function choiceZero(choices: ChunkShape['choices']): ChoiceShape | undefined {
   if (!Array.isArray(choices)) return undefined
-  for (const c of choices) if (c !== null && typeof c === 'object' && (c.index === undefined || c.index === 0)) return c.delta
+  for (const c of choices) if (c !== null && typeof c === 'object' && (c.index === undefined || c.index === 0)) return c
   return undefined
 }
 

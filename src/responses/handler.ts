@@ -5,7 +5,7 @@
  * packing, `_metadata`), the same upstream call, the same relay (with the Responses event format instead of the
  * upstream's bytes). A stored response is durable before its last byte: an immediate follow-up can chain.
  */
-import { unixSeconds } from '../types.js'
+import { isObject, unixSeconds } from '../types.js'
 import { gatewayError } from '../errors.js'
 import { sendJsonText } from '../http/respond.js'
 import { storeFailure } from '../http/store-failure.js'
@@ -17,6 +17,7 @@ import { annotateOutcome, annotateUsage, type PreparedChat } from '../chat/handl
 import { metadataJson } from '../chat/metadata.js'
 import { relayStream, SSE_HEADERS, type Usage } from '../chat/relay-stream.js'
 import { callUpstream, readCompletion } from '../chat/upstream-call.js'
+import { choiceFailedError } from '../upstream/errors.js'
 import { messagesJsonOf, upstreamBody } from '../chat/upstream-body.js'
 import type { ChatRequest } from '../chat/validate.js'
 import { replyFromCompletion } from '../messages/reply.js'
@@ -124,7 +125,10 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
     const mapped = completionToOutput(completion, { newId, customTools: r.customTools })
     const { status, incompleteDetails } = statusFromFinish(mapped.finishReason)
     if (status === 'failed') {
-      throw gatewayError('upstream_invalid_response', { message: 'The upstream reported an error as the reply\'s finish reason' })
+      // OpenRouter's report of a failure while generating: the 502 a 200 carrying an error gets, with the choice's
+      // message when it has one (a stream's is the same error, in its `error` and `response.failed` events).
+      const choice: unknown = Array.isArray(completion.choices) ? completion.choices[0] : undefined
+      throw choiceFailedError(isObject(choice) ? choice : {})
     }
     const output = fileSearch === undefined ? mapped.output : [fileSearch, ...mapped.output]
     if (ctx.clientGone.aborted) throw gatewayError('client_closed_request')

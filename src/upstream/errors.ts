@@ -53,19 +53,34 @@ const TYPE_BY_STATUS: Record<number, string> = {
  * the gateway's own 404 (issue 27).
  */
 export function upstreamHttpError(status: number, bodyText: string, retryAfter?: string): GatewayError {
+  let error: unknown
+  try {
+    error = (JSON.parse(bodyText) as { error?: unknown }).error
+  } catch {
+    // Not JSON (an HTML error page, say): keep the status text. The status still tells the client what happened.
+  }
+  return upstreamError(status, error, retryAfter)
+}
+
+/**
+ * A streamed choice that finished with `error` with no error event beside it (OpenRouter's report of a failure while
+ * generating): the error such an event makes (upstreamHttpError on a 2xx), from the choice's own `error` if it has one.
+ */
+export function choiceFailedError(choice: { error?: unknown }): GatewayError {
+  const e = choice.error
+  return upstreamError(200, e !== null && typeof e === 'object' ? e : { message: 'the model failed while generating (finish_reason "error")' })
+}
+
+/** OpenRouter's or OpenAI's `error` object (anything else: none) → the registry error, as upstreamHttpError says. */
+function upstreamError(status: number, error: unknown, retryAfter?: string): GatewayError {
   let message = (status >= 400 ? STATUS_CODES[status] : undefined) ?? 'no error message'
   let code: string | undefined
   let param: string | null = null
-  try {
-    const body = JSON.parse(bodyText) as { error?: { message?: unknown; code?: unknown; param?: unknown } }
-    const e = body.error
-    if (e && typeof e === 'object') {
-      if (typeof e.message === 'string' && e.message !== '') message = e.message
-      if (typeof e.code === 'string') code = e.code
-      if (typeof e.param === 'string') param = e.param
-    }
-  } catch {
-    // Not JSON (an HTML error page, say): keep the status text. The status still tells the client what happened.
+  const e = error as { message?: unknown; code?: unknown; param?: unknown } | null | undefined
+  if (e && typeof e === 'object') {
+    if (typeof e.message === 'string' && e.message !== '') message = e.message
+    if (typeof e.code === 'string') code = e.code
+    if (typeof e.param === 'string') param = e.param
   }
   message = status >= 200 && status < 300 ? `Upstream returned an error: ${message}` : `Upstream returned ${status}: ${message}`
   const wireStatus = status === 500 || status < 400 || status > 599 ? 502 : status
