@@ -12,8 +12,8 @@
  * - Choice 0 finishing with `error` (OpenRouter's report of a failure while generating) fails the exchange too, with or
  *   without an error event: without one, the rest of the stream (other choices, the usage chunk, `[DONE]`) is relayed
  *   as it came, and nothing is saved. On a translated stream it ends the stream as an error event does.
- * - `[DONE]` is held back until `onComplete` (the memory save) has resolved, so a client that saw `[DONE]` knows the
- *   exchange is durable.
+ * - `[DONE]` is held back until `onComplete` (the memory save) has resolved, so a client that saw `[DONE]` (and choice
+ *   0 not finishing with `error`) knows the exchange is durable.
  */
 import { once } from 'node:events'
 import type { ServerResponse } from 'node:http'
