@@ -10,6 +10,9 @@
 import pino from 'pino'
 import type { Ms, Plan, Tokens } from './types.js'
 
+// Through a constant of this module: range-cache.ts `charCodeAt` says why.
+const charCodeAt = String.prototype.charCodeAt
+
 export interface LogOptions {
   /** pino level name: fatal, error, warn, info, debug, trace or silent (validated by config as LOG_LEVEL). */
   level: string
@@ -271,7 +274,7 @@ function jsonString(s: string): string {
   let last = 0
   let found = false
   for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i)
+    const c = charCodeAt.call(s, i)
     if (c < 32) return JSON.stringify(s)
     if (c === 34 || c === 92) {
       out += `${s.slice(last, i)}\\`

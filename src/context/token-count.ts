@@ -15,6 +15,9 @@ import type { Tokens } from '../types.js'
 import { RangeCache } from './range-cache.js'
 import { bpeCounter } from './o200k-bpe.js'
 
+// Through a constant of this module: range-cache.ts `charCodeAt` says why.
+const charCodeAt = String.prototype.charCodeAt
+
 const NO_SPECIAL = { disallowedSpecial: new Set<string>() }
 
 /**
@@ -61,15 +64,16 @@ export function pieceCounter(opts: PieceCounterOptions): (text: string) => Token
     let total = 0
     let start = 0
     let prevSpace = true
-    for (let i = 0; i < text.length; i++) {
-      const c = text.charCodeAt(i)
+    const n = text.length
+    for (let i = 0; i < n; i++) {
+      const c = charCodeAt.call(text, i)
       if (c === 32 && !prevSpace) {
         total += piece(text, start, i)
         start = i
       }
       prevSpace = isPreTokenSpace(c)
     }
-    return start < text.length ? total + piece(text, start, text.length) : total
+    return start < n ? total + piece(text, start, n) : total
   }
 }
 

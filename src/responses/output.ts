@@ -17,6 +17,9 @@ import type { ItemPart, NewId, ResponseItem } from './item-types.js'
 import { customInput } from './item-messages.js'
 import { messageItemJson, textPartJson } from './stream-events.js'
 
+// Through a constant of this module: range-cache.ts `charCodeAt` says why.
+const charCodeAt = String.prototype.charCodeAt
+
 export type ResponseStatus = 'completed' | 'incomplete' | 'failed' | 'in_progress' | 'cancelled'
 
 export interface ResponseUsage {
@@ -214,7 +217,7 @@ function fixedJson(slot: Exclude<Slot, keyof ResponseState>, fixed: Omit<Respons
 function jsonString(s: string): string {
   if (s.length > 64) return JSON.stringify(s)
   for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i)
+    const c = charCodeAt.call(s, i)
     if (c < 0x20 || c > 0x7e || c === 0x22 || c === 0x5c) return JSON.stringify(s)
   }
   return `"${s}"`
