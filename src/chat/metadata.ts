@@ -1,6 +1,7 @@
 /** The `_metadata` object: all three groups always present; values known before the upstream call. */
 import type { Tokens } from '../types.js'
 import type { NotRetrieved } from '../knowledge/relevance.js'
+import { jsonNumber, jsonString } from '../json-text.js'
 
 export interface RagSource {
   file_id: string
@@ -71,9 +72,9 @@ export function metadataJson(m: Metadata): string {
 }
 
 function str(s: string | null): string {
-  return s === null ? 'null' : JSON.stringify(s)
+  return s === null ? 'null' : jsonString(s)
 }
 
 function num(n: number | null): string {
-  return n !== null && Number.isFinite(n) ? `${n}` : 'null'
+  return n === null ? 'null' : jsonNumber(n)
 }

@@ -138,7 +138,7 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
       if (ctx.clientGone.aborted) throw gatewayError('client_closed_request')
     }
     // The same text as JSON.stringify of the object with `_metadata` last, from the shape cached per echo (output.ts).
-    const response = new ResponseJson(fixedFields(turn), { _metadata: turn.metadataJson })
+    const response = new ResponseJson(fixedFields(turn), turn.metadataJson)
     // Written out, not `{ ...done, error: null, completedAt }`: a spread followed by an overridden key took V8's slow
     // path here, ≈ 4 µs a request (the largest line of the handler's own time in the Responses bench's profile).
     const state: ResponseState = {
@@ -155,7 +155,7 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
 
 /** The stream's translator, started: its opening events (`created`, `in_progress`, a file search's item) as text. */
 function openStream(turn: Turn): { translator: ResponseStreamTranslator; text: string } {
-  const json = new ResponseJson(fixedFields(turn), { _metadata: turn.metadataJson })
+  const json = new ResponseJson(fixedFields(turn), turn.metadataJson)
   const translator = new ResponseStreamTranslator({
     newId,
     customTools: turn.r.customTools,

@@ -12,13 +12,11 @@
  * made when the upstream sent no reasoning.
  */
 import { randomBytes } from 'node:crypto'
+import { jsonNumber, jsonString } from '../json-text.js'
 import { isObject } from '../types.js'
 import type { ItemPart, NewId, ResponseItem } from './item-types.js'
 import { customInput } from './item-messages.js'
 import { messageItemJson, textPartJson } from './stream-events.js'
-
-// Through a constant of this module: range-cache.ts `charCodeAt` says why.
-const charCodeAt = String.prototype.charCodeAt
 
 export type ResponseStatus = 'completed' | 'incomplete' | 'failed' | 'in_progress' | 'cancelled'
 
@@ -128,14 +126,6 @@ const STATE_FIELDS: ReadonlySet<Slot> = new Set<Slot>(['status', 'error', 'incom
 const SLOT_MARK = `\u0000recallgate-slot-${randomBytes(12).toString('base64url')}-`
 const MARKS = SLOT_FIELDS.map((_, i) => JSON.stringify(`${SLOT_MARK}${i}`))
 
-/** `json`, the text of an object, with more fields appended, each value already JSON (`_metadata`). */
-export function withJsonFields(json: string, extra: Readonly<Record<string, string>>): string {
-  let tail = ''
-  for (const [key, value] of Object.entries(extra)) tail += `,${JSON.stringify(key)}:${value}`
-  if (tail === '') return json
-  return json === '{}' ? `{${tail.slice(1)}}` : `${json.slice(0, -1)}${tail}}`
-}
-
 /** A Response object's text cut at its slots: `texts[i]`, slot `slots[i]`, …, the last text. */
 interface Shape {
   texts: readonly string[]
@@ -213,22 +203,12 @@ function fixedJson(slot: Exclude<Slot, keyof ResponseState>, fixed: Omit<Respons
   }
 }
 
-/** JSON.stringify(s), quoting printable ASCII with no quote or backslash itself (ids, model names) without the call. */
-function jsonString(s: string): string {
-  if (s.length > 64) return JSON.stringify(s)
-  for (let i = 0; i < s.length; i++) {
-    const c = charCodeAt.call(s, i)
-    if (c < 0x20 || c > 0x7e || c === 0x22 || c === 0x5c) return JSON.stringify(s)
-  }
-  return `"${s}"`
-}
-
 /**
  * One response's JSON text, whose 25 of 31 fields never change while it runs (a stream sends it three times: created,
  * in_progress, the terminal event) and mostly repeat from one request to the next: the text is cut at the changing
  * fields once per shape (the request's echo, cached), the turn's own fields (id, model, …) are filled in once here,
  * and `render(s)` joins the pieces with the state's JSON. So the text is exactly
- * `JSON.stringify({...responseObject({...fixed, ...s}), ...extra})` (a test holds them equal), in responseObject's
+ * `JSON.stringify({...responseObject({...fixed, ...s}), _metadata})` (a test holds them equal), in responseObject's
  * field order, without building and serializing the whole object each time. Measured: see docs/benchmarks.md,
  * "Relay and Responses CPU, 2026-11-27".
  */
@@ -236,7 +216,7 @@ export class ResponseJson {
   readonly #texts: string[] = []
   readonly #slots: Array<keyof ResponseState> = []
 
-  constructor(fixed: Omit<ResponseObjectInput, keyof ResponseState>, extra: Readonly<Record<string, string>> = {}) {
+  constructor(fixed: Omit<ResponseObjectInput, keyof ResponseState>, metadataJson?: string) {
     const key = shapeKey(fixed.echo, fixed.conversationId !== null)
     let shape = key === undefined ? undefined : shapes.get(key)
     if (shape === undefined) {
@@ -257,7 +237,8 @@ export class ResponseJson {
       } else text += fixedJson(slot as Exclude<Slot, keyof ResponseState>, fixed)
       text += shape.texts[i + 1] as string
     }
-    this.#texts.push(withJsonFields(text, extra))
+    // `_metadata` last: the text ends with the object's `}`.
+    this.#texts.push(metadataJson === undefined ? text : `${text.slice(0, -1)},"_metadata":${metadataJson}}`)
   }
 
   /** `outputJson`: `s.output` as JSON text when the caller has it already (the stream made its items' text). */
@@ -289,11 +270,6 @@ function stateJson(slot: keyof ResponseState, s: ResponseState, outputJson: stri
     default:
       return s[slot] === null ? 'null' : JSON.stringify(s[slot] ?? null)
   }
-}
-
-/** A number as JSON writes it (a non-finite one as null). */
-function jsonNumber(n: number): string {
-  return Number.isFinite(n) ? `${n}` : 'null'
 }
 
 /** JSON.stringify(u) for a usage object as mapUsage builds it (the same fields, in the same order). */
