@@ -47,6 +47,7 @@ export async function openGatewayStores(opts: {
   closers.add(() => store.close())
   const capacity = new StoreCapacity({ store, dir: config.dataDir, minFreeDisk: config.minFreeDisk, clock })
   const counter = new TokenCounter({ margins: config.tokenMargins, media: config.mediaTokens })
+  counter.load()
   const stores = await openStores({
     ...databaseOptions(config),
     lmdb: store,

@@ -9,128 +9,17 @@
  * 0.8 s with the cache off (2026-11-27, dist/tmp micro-benchmark). In the long-lived prepare thread it is always full.
  *
  * Here each pre-token's count is remembered in a bounded `RangeCache` (emptied whole when full: no per-entry
- * eviction), and a miss is merged on the UTF-8 bytes held as a Latin-1 string, with ranks from a map keyed the same
- * way (ASCII text, most of it, needs no conversion at all).
+ * eviction), and a miss is merged on the UTF-8 bytes held as a Latin-1 string, with ranks from a table keyed the same
+ * way (bpe-ranks.ts; ASCII text, most of it, needs no conversion at all).
  */
-import bpeRanks from 'gpt-tokenizer/bpeRanks/o200k_base'
 import { O200K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/encodingParams/constants'
-import { tryConvertToString } from 'gpt-tokenizer/utfUtil'
 import type { Tokens } from '../types.js'
 import { asciiPieceEnd, isAscii } from './o200k-ascii-split.js'
-import { hashText, RangeCache, sameText } from './range-cache.js'
+import { mergeCount as merge, rankTable } from './bpe-ranks.js'
+import { RangeCache } from './range-cache.js'
 
-/** Never a rank: marks a pair that cannot merge. */
-const NONE = 0x7fffffff
-
-/**
- * Byte sequence (as Latin-1 text) → rank, for every mergeable token, looked up by a range of a string so a lookup
- * allocates nothing (with `Map.get(bytes.slice(…))` the lookups were 40 % of a merge). Open addressing, at most half
- * full. The library looks a byte sequence up as text when it is valid UTF-8 and among its byte-array entries
- * otherwise, so a byte-array entry that is valid UTF-8 can never be found there: left out here too.
- */
-class RankTable {
-  readonly #keys: string[] = []
-  readonly #ranks: number[] = []
-  readonly #hashes: number[] = []
-  readonly #slots: Int32Array
-  readonly #mask: number
-  /** Ranks of the two-byte tokens by their bytes (byte 1 × 256 + byte 2), NONE for the rest: no hashing for pairs. */
-  readonly #pairs = new Int32Array(65536).fill(NONE)
-
-  constructor(entries: ReadonlyArray<string | readonly number[]>) {
-    entries.forEach((value, rank) => {
-      let key: string | undefined
-      if (typeof value === 'string') key = latin1OfUtf8(value)
-      else if (tryConvertToString(new Uint8Array(value)) === undefined) key = String.fromCharCode(...value)
-      if (key === undefined) return
-      this.#keys.push(key)
-      this.#ranks.push(rank)
-      this.#hashes.push(hashText(key) | 0)
-    })
-    let size = 2
-    while (size < this.#keys.length * 2) size *= 2
-    this.#slots = new Int32Array(size)
-    this.#mask = size - 1
-    for (let k = 0; k < this.#keys.length; k++) {
-      let slot = (this.#hashes[k] as number) & this.#mask
-      while (this.#slots[slot] !== 0) slot = (slot + 1) & this.#mask
-      this.#slots[slot] = k + 1
-    }
-    this.#keys.forEach((key, k) => {
-      if (key.length === 2) this.#pairs[(key.charCodeAt(0) << 8) | key.charCodeAt(1)] = this.#ranks[k] as number
-    })
-  }
-
-  /** The rank of the two bytes at text[i, i + 2), or NONE. */
-  pair(text: string, i: number): number {
-    return this.#pairs[(text.charCodeAt(i) << 8) | text.charCodeAt(i + 1)] as number
-  }
-
-  /** The rank of text[start, end), or NONE. */
-  rank(text: string, start: number, end: number): number {
-    const h = hashText(text, start, end) | 0
-    let slot = h & this.#mask
-    for (;;) {
-      const e = this.#slots[slot] as number
-      if (e === 0) return NONE
-      const k = e - 1
-      if (this.#hashes[k] === h && sameText(this.#keys[k] as string, text, start, end)) return this.#ranks[k] as number
-      slot = (slot + 1) & this.#mask
-    }
-  }
-}
-
-let table: RankTable | undefined
-/** Built on first use: ≈ 200k entries, like the library's own table. */
-const rankTable = (): RankTable => (table ??= new RankTable(bpeRanks))
-
-/** The UTF-8 bytes of `s`, one character per byte (ASCII text is returned as it is). */
-function latin1OfUtf8(s: string): string {
-  for (let i = 0; i < s.length; i++) if (s.charCodeAt(i) > 0x7f) return Buffer.from(s, 'utf8').toString('latin1')
-  return s
-}
-
-// Scratch arrays for the merge, grown as needed: part boundaries and the rank of each part with the next one.
-let starts = new Int32Array(64)
-let pairRanks = new Int32Array(64)
-
-/** Tokens of one pre-token: the library's `bytePairMerge` (lowest rank first, leftmost on ties), counting the parts. */
-function mergeCount(preToken: string): Tokens {
-  const t = rankTable()
-  const bytes = latin1OfUtf8(preToken)
-  const n = bytes.length
-  if (n <= 1 || t.rank(bytes, 0, n) !== NONE) return n === 0 ? 0 : 1
-  if (starts.length < n + 1) {
-    starts = new Int32Array(n + 1)
-    pairRanks = new Int32Array(n + 1)
-  }
-  const b = starts
-  const r = pairRanks
-  for (let i = 0; i <= n; i++) b[i] = i
-  for (let i = 0; i < n - 1; i++) r[i] = t.pair(bytes, i)
-  r[n - 1] = NONE
-  // `parts` parts: b[0..parts] are their boundaries, r[i] the rank of parts i and i + 1 merged.
-  let parts = n
-  while (parts > 1) {
-    let best = NONE
-    let at = -1
-    for (let i = 0; i < parts - 1; i++) {
-      const x = r[i] as number
-      if (x < best) {
-        best = x
-        at = i
-      }
-    }
-    if (at === -1) break
-    // Merge parts `at` and `at + 1`: drop boundary at + 1. Loops, not `copyWithin`: most pre-tokens are a few bytes.
-    for (let i = at + 1; i < parts; i++) b[i] = b[i + 1] as number
-    for (let i = at + 1; i < parts - 1; i++) r[i] = r[i + 1] as number
-    parts--
-    r[at] = at + 1 < parts ? t.rank(bytes, b[at] as number, b[at + 2] as number) : NONE
-    if (at > 0) r[at - 1] = t.rank(bytes, b[at - 1] as number, b[at + 1] as number)
-  }
-  return parts
-}
+/** Tokens of one o200k pre-token (bpe-ranks.ts). */
+const mergeCount = (preToken: string): Tokens => merge(rankTable('o200k_base'), preToken)
 
 export interface BpeCounterOptions {
   /** Pre-tokens of up to `shortLength` characters remembered; this cache is emptied when full. */

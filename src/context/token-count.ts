@@ -9,7 +9,6 @@
  * 31 MB per CPU-second against 9.1 for `countTokens` and 7.6 for `encode(...).length`; token counting went from a
  * third of ingestion CPU to a tenth. Equality with the library: every SQuAD dev sentence and a property test.
  */
-import { countTokens, setMergeCacheSize } from 'gpt-tokenizer'
 import { boundedCount } from './bounded-count.js'
 import type { Tokens } from '../types.js'
 import { RangeCache } from './range-cache.js'
@@ -18,24 +17,18 @@ import { bpeCounter } from './o200k-bpe.js'
 // Through a constant of this module: range-cache.ts `charCodeAt` says why.
 const charCodeAt = String.prototype.charCodeAt
 
-const NO_SPECIAL = { disallowedSpecial: new Set<string>() }
-
 /**
- * gpt-tokenizer's own cache of merged pre-tokens, off for o200k (its size is a setting of the library's one o200k
- * encoder, shared by everything in the thread that imports it). The cache is a 100,000-entry `Map` used as an LRU:
- * once full, which a long-running gateway gets to, every pre-token it has not seen pays for skipping the deleted
- * entries at the Map's front. After 250,000 words counted, a 450-token message of words not seen before cost 15–36 ms
- * to count (p50, bench/packing.ts, two runs), against 1.2–1.4 ms with the cache off; in a young process the cache
- * bought nothing either (2.0–2.8 against 1.8–2.3 ms).
- * What repeats is remembered by the piece cache below (`countO200k`), so the library's cache only cost time and memory.
+ * The o200k count of any text, exact and uncached: our own merge over the compact rank table (o200k-bpe.ts,
+ * bpe-ranks.ts), equal to gpt-tokenizer's `countTokens` with no special tokens (text holding `<|endoftext|>` is just
+ * text: counted, never a throw), kept linear on hostile input by `boundedCount`. Not the library's encoder, whose
+ * tables would stay on the heap of every thread that counts (bpe-ranks.ts says what they cost). The reference the
+ * cached counter must always equal.
  */
-setMergeCacheSize(0)
-
-/**
- * gpt-tokenizer's o200k count, kept linear on hostile input by `boundedCount`. Text containing `<|endoftext|>` is
- * still just text here: counted, never a throw. The reference the cached counter must always equal.
- */
-export const countO200kUncached = (text: string): Tokens => boundedCount(text, (t) => countTokens(t, NO_SPECIAL))
+export const countO200kUncached: (text: string) => Tokens = (() => {
+  // Small caches: the pieces that repeat are remembered by `countO200k` in front of this.
+  const bpe = bpeCounter({ shortEntries: 10_000, shortLength: 32, longEntries: 256, longLength: 1024 })
+  return (text) => boundedCount(text, bpe)
+})()
 
 export interface PieceCounterOptions {
   /** The exact counter the pieces are counted with on a miss. */

@@ -1,35 +1,31 @@
 /**
- * Token counting adapter over gpt-tokenizer: the one place that knows which encoding a model uses, how a chat is
+ * Token counting over gpt-tokenizer's encodings: the one place that knows which encoding a model uses, how a chat is
  * framed, how much of a window to trust for vendors whose tokenizer we do not have, and what the upstream has taught
  * us about our counts.
  *
  * Exactness: for OpenAI models `chatTokens` equals gpt-tokenizer's `encodeChat(...).length` for the same encoding and
  * chat format. encodeChat encodes every message's content on its own and frames it with fixed special tokens, so a
  * chat's count is additive: `chatOverhead + Σ (framing(role) + contentTokens)`. That is what lets history be counted
- * from the content counts stored at write time instead of re-tokenizing it on every request. The framing is measured
- * from gpt-tokenizer itself at load (an empty-content message per role), not hard-coded, so it follows the library.
+ * from the content counts stored at write time instead of re-tokenizing it on every request. The framing is the
+ * library's (`scheme` below, checked against `encodeChat` by the tests). User text may contain `<|endoftext|>`,
+ * `<|im_start|>` and friends: they are plain text to us (that is also what the provider does with them in message
+ * content), never special tokens and never a reason to throw.
  *
  * Other vendors tokenize differently; their counts are o200k estimates, made safe by a per-vendor share of the window
  * kept free (`margins`) and by a learned per-model correction from the upstream's reported `prompt_tokens`.
  */
 import { LRUCache } from 'lru-cache'
-import * as cl100k from 'gpt-tokenizer/encoding/cl100k_base'
-import * as o200k from 'gpt-tokenizer/encoding/o200k_base'
+import { CL100K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/encodingParams/constants'
 import type { ChatMessage, Role, Tokens } from '../types.js'
 import { contentTokens, responseFormatTokens, toolsTokens, type MediaEstimates } from './message-tokens.js'
 import { boundedCount } from './bounded-count.js'
 import { countO200k, pieceCounter } from './token-count.js'
+import { rankTable, splitCounter } from './bpe-ranks.js'
 
 export type EncodingName = 'o200k_base' | 'cl100k_base'
 
 /** Encoding of the content token counts stored with every message (and chunk). */
 export const STORED_ENCODING: EncodingName = 'o200k_base'
-
-/**
- * User text may contain `<|endoftext|>`, `<|im_start|>` and friends: they are plain text to us (that is also what the
- * provider does with them in message content), never special tokens and never a reason to throw.
- */
-const AS_TEXT = { disallowedSpecial: new Set<string>() }
 
 const ROLES: readonly Role[] = ['developer', 'system', 'user', 'assistant', 'tool', 'function']
 
@@ -43,38 +39,31 @@ interface Scheme {
   readonly overhead: Tokens
 }
 
-type EncodingApi = typeof o200k
-
-function scheme(
-  encoding: EncodingName,
-  api: EncodingApi,
-  referenceModel: Scheme['referenceModel'],
-  count: (text: string) => Tokens = (text) => boundedCount(text, (t) => api.countTokens(t, AS_TEXT)),
-): Scheme {
-  const overhead = api.encodeChat([], referenceModel, AS_TEXT).length
+/**
+ * A scheme of the reference model's chat format: `overhead` tokens for the chat (the reply's start) and `perMessage`
+ * for each message besides its content, as gpt-tokenizer's `encodeChat` frames it. gpt-4o / gpt-4:
+ * <|im_start|>role<|im_sep|>content<|im_end|>, 4 a message and 3 for the chat; gpt-3.5 puts newlines in place of
+ * <|im_sep|> and after <|im_end|>, one more a message. Written here, not measured from the library at load as before:
+ * measuring loaded the library's encoders on the main thread, whose tables stayed on its heap (bpe-ranks.ts says what
+ * that cost). test/tokenizer.test.ts measures them from `encodeChat` and fails if the library frames otherwise.
+ */
+function scheme(encoding: EncodingName, referenceModel: Scheme['referenceModel'], count: (text: string) => Tokens, overhead: Tokens, perMessage: Tokens): Scheme {
   const framing = {} as Record<Role, Tokens>
-  for (const role of ROLES)
-    framing[role] = api.encodeChat([{ role, content: '' }], referenceModel, AS_TEXT).length - overhead
+  for (const role of ROLES) framing[role] = perMessage
   return { encoding, referenceModel, count, framing, overhead }
 }
 
-// gpt-4o / gpt-4 format: <|im_start|>role<|im_sep|>content<|im_end|>; gpt-3.5 uses newlines instead of <|im_sep|> and
-// after <|im_end|>, hence its own scheme (one more token per message).
 // o200k content is counted through the cache of pieces (token-count.ts, equal to the library's count): a request's
 // words have mostly been seen before, and counting the messages was the largest library cost of a plain relay.
-const O200K = scheme('o200k_base', o200k, 'gpt-4o', countO200k)
-// cl100k content the same way, and the library's cl100k merge cache off for the reason token-count.ts turns o200k's
-// off. cl100k's pre-tokenizer never puts a non-space character and a following space in one pre-token either (its
-// patterns take a space only in front), so the pieces' counts add up; the property test in test/tokenizer.test.ts
-// holds the count equal to the library's.
-cl100k.setMergeCacheSize(0)
-const countCl100k = pieceCounter({
-  count: (text) => boundedCount(text, (t) => cl100k.countTokens(t, AS_TEXT)),
-  maxEntries: 200_000,
-  maxPieceLength: 32,
-})
-const CL100K = scheme('cl100k_base', cl100k as EncodingApi, 'gpt-4', countCl100k)
-const CL100K_GPT35 = scheme('cl100k_base', cl100k as EncodingApi, 'gpt-3.5-turbo', countCl100k)
+const O200K = scheme('o200k_base', 'gpt-4o', countO200k, 3, 4)
+// cl100k content the same way, through our own merge over cl100k's ranks (bpe-ranks.ts, built the first time a cl100k
+// model is counted). cl100k's pre-tokenizer never puts a non-space character and a following space in one pre-token
+// either (its patterns take a space only in front), so the pieces' counts add up; the property test in
+// test/tokenizer.test.ts holds the count equal to the library's.
+const cl100kBpe = splitCounter('cl100k_base', CL100K_TOKEN_SPLIT_REGEX)
+const countCl100k = pieceCounter({ count: (text) => boundedCount(text, cl100kBpe), maxEntries: 200_000, maxPieceLength: 32 })
+const CL100K = scheme('cl100k_base', 'gpt-4', countCl100k, 3, 4)
+const CL100K_GPT35 = scheme('cl100k_base', 'gpt-3.5-turbo', countCl100k, 3, 5)
 
 /** OpenAI ids that predate o200k (gpt-tokenizer's cl100k list, as prefixes so dated and `:variant` ids match too). */
 const CL100K_IDS = /^(?:gpt-3\.5|gpt-4(?=$|[-:@])|text-embedding-(?:3|ada)|babbage-002|davinci-002)/
@@ -136,6 +125,14 @@ export class TokenCounter {
     this.#models = new LRUCache({ max })
     this.#ratios = new LRUCache({ max })
     this.#media = { image: opts.media?.image ?? 765, file: opts.media?.file ?? 1000 }
+  }
+
+  /**
+   * Builds the stored encoding's rank table now (≈ 0.2 s, bpe-ranks.ts), so that the first request counted does not
+   * wait for it. The gateway calls it while starting; cl100k's is built the first time a cl100k model is counted.
+   */
+  load(): void {
+    rankTable(STORED_ENCODING)
   }
 
   /** Which encoding a model id maps to (an `openai/` prefix is ignored; every other vendor gets o200k). */
