@@ -108,7 +108,12 @@ function recordRequest(o: RequestDoneOptions): (r: RequestRecord) => void {
           promptTokens: f.promptTokens ?? null,
           completionTokens: f.completionTokens ?? null,
           cachedTokens: f.cachedTokens ?? null,
-          error: r.error ? { code: r.error.code, message: r.error.fromUpstream ? 'the upstream reported an error' : r.error.message } : null,
+          // A stream that failed after its 200 has no error response, but it did fail: traced as the request line logs it.
+          error: r.error
+            ? { code: r.error.code, message: r.error.fromUpstream ? 'the upstream reported an error' : r.error.message }
+            : failure !== undefined
+              ? { code: failure.code, message: failure.message ?? 'the upstream reported an error' }
+              : null,
         }),
       )
     }
