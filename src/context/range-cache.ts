@@ -19,7 +19,11 @@ const charCodeAt = String.prototype.charCodeAt
  *
  * Open addressing with linear probing at most half full; when `maxEntries` are held it is emptied and refilled (the
  * frequent keys of Zipf-distributed text come back at once), so memory stays bounded: at most `maxEntries` keys of
- * the callers' maximum key length, plus 12–20 bytes an entry for the slots and hashes.
+ * the callers' maximum key length, plus 16–24 bytes an entry for the slots, hashes and offsets.
+ *
+ * The keys' characters are kept one after another in one typed array, not as a string each: a full cache of a
+ * long-running gateway's main thread (200,000 pieces of the messages it counted) would otherwise be 200,000 more
+ * objects for every major garbage collection to mark, which is what the rank tables were until bpe-ranks.ts.
  */
 export class RangeCache<V> {
   readonly #compute: (key: string) => V
@@ -27,7 +31,10 @@ export class RangeCache<V> {
   readonly #mask: number
   readonly #slots: Int32Array
   readonly #hashes: Int32Array
-  #keys: string[] = []
+  /** Key k is #chars[#starts[k], #starts[k + 1]) (UTF-16 code units). */
+  readonly #starts: Int32Array
+  #chars = new Uint16Array(1024)
+  #count = 0
   #values: V[] = []
 
   constructor(opts: { maxEntries: number; compute: (key: string) => V }) {
@@ -39,10 +46,11 @@ export class RangeCache<V> {
     this.#slots = new Int32Array(size)
     this.#mask = size - 1
     this.#hashes = new Int32Array(opts.maxEntries)
+    this.#starts = new Int32Array(opts.maxEntries + 1)
   }
 
   get size(): number {
-    return this.#keys.length
+    return this.#count
   }
 
   /** `compute(text.slice(start, end))`, remembered. */
@@ -55,30 +63,44 @@ export class RangeCache<V> {
       const e = slots[slot] as number
       if (e === 0) break
       const k = e - 1
-      if (this.#hashes[k] === (h | 0) && sameText(this.#keys[k] as string, text, start, end)) return this.#values[k] as V
+      if (this.#hashes[k] === (h | 0) && this.#keyIs(k, text, start, end)) return this.#values[k] as V
       slot = (slot + 1) & mask
     }
-    const key = text.slice(start, end)
-    const value = this.#compute(key)
-    if (this.#keys.length >= this.#max) {
+    const value = this.#compute(text.slice(start, end))
+    if (this.#count >= this.#max) {
       slots.fill(0)
-      this.#keys = []
+      this.#count = 0
       this.#values = []
       slot = h & mask
     }
-    this.#hashes[this.#keys.length] = h
-    slots[slot] = this.#keys.length + 1
-    this.#keys.push(key)
+    const k = this.#count
+    const from = this.#starts[k] as number
+    const length = end - start
+    if (from + length > this.#chars.length) {
+      let size = this.#chars.length * 2
+      while (size < from + length) size *= 2
+      const grown = new Uint16Array(size)
+      grown.set(this.#chars.subarray(0, from))
+      this.#chars = grown
+    }
+    const chars = this.#chars
+    for (let i = 0; i < length; i++) chars[from + i] = charCodeAt.call(text, start + i)
+    this.#starts[k + 1] = from + length
+    this.#hashes[k] = h
+    slots[slot] = k + 1
     this.#values.push(value)
+    this.#count = k + 1
     return value
   }
-}
 
-/** Whether text[start, end) is `key`, compared in place (no slice). */
-export function sameText(key: string, text: string, start: number, end: number): boolean {
-  if (key.length !== end - start) return false
-  for (let i = 0; i < key.length; i++) if (charCodeAt.call(key, i) !== charCodeAt.call(text, start + i)) return false
-  return true
+  /** Whether key `k` is text[start, end), compared in place. */
+  #keyIs(k: number, text: string, start: number, end: number): boolean {
+    const from = this.#starts[k] as number
+    if ((this.#starts[k + 1] as number) - from !== end - start) return false
+    const chars = this.#chars
+    for (let i = 0; i < end - start; i++) if (chars[from + i] !== charCodeAt.call(text, start + i)) return false
+    return true
+  }
 }
 
 /** murmur3's 32-bit finaliser: spreads every input bit over the output, so low bits (a slot, a bucket) are usable. */
