@@ -272,14 +272,28 @@ t.test('many files in one tenant: concurrent uploads get distinct labels', async
   }
 })
 
-t.test('file ids come from the injected random source', async (t) => {
+t.test('file ids come from the injected clock and random source', async (t) => {
   const dir = tempDir(t)
-  const { kb, close } = openKb(dir, { random: () => 0.999 })
+  const { kb, close } = openKb(dir, { random: () => 0.999, clock: () => NOW })
   t.teardown(close)
   const rec = await kb.ingest('t', upload('a.txt', 'Some text.'))
-  t.equal(rec.id, `file-${'f'.repeat(24)}`)
+  t.equal(rec.id, `file-${NOW.toString(16).padStart(12, '0')}${'f'.repeat(12)}`)
   await t.rejects(kb.ingest('t', upload('b.txt', 'Other text.')), /already exists/, 'a repeated id never overwrites a file')
   t.same((await kb.list('t')).map((f) => f.filename), ['a.txt'])
+})
+
+t.test('files uploaded within one second list in the order they were uploaded, whatever their random part', async (t) => {
+  const dir = tempDir(t)
+  let ms = NOW
+  let r = 1
+  // The random part falls as the time rises: ordered by it alone, the files would list backwards.
+  const { kb, close } = openKb(dir, { clock: () => (ms += 7), random: () => (r = Math.max(0, r - 0.01)) })
+  t.teardown(close)
+  const names = ['one.txt', 'two.txt', 'three.txt', 'four.txt', 'five.txt']
+  for (const name of names) await kb.ingest('t', upload(name, `Text of ${name}.`))
+  const listed = await kb.list('t')
+  t.equal(new Set(listed.map((f) => f.created_at)).size, 1, 'all in one second')
+  t.same(listed.map((f) => f.filename), names)
 })
 
 t.test('a large upload is written in slices: a search meanwhile sees none of it, and all of it once the upload answers', async (t) => {
