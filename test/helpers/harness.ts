@@ -1,6 +1,7 @@
 /**
  * End-to-end harness: a mock OpenRouter on 127.0.0.1:0, a real gateway on 127.0.0.1:0 with a real LMDB in a temp
- * dir, and the official `openai` SDK pointed at the gateway. Tests get everything torn down through `t.teardown`.
+ * dir (and, given a store engine, that engine's store: a fresh PostgreSQL database for `postgres`), and the official
+ * `openai` SDK pointed at the gateway. Tests get everything torn down through `t.teardown`.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -10,6 +11,7 @@ import OpenAI from 'openai'
 import { loadConfig, type Config } from '../../src/config.js'
 import { startGateway, type Gateway, type GatewayOptions } from '../../src/main.js'
 import { startMockUpstream, type MockUpstream, type MockUpstreamOptions } from '../../src/mock-upstream.js'
+import type { StoreEngine } from './store-engines.js'
 
 export const KEY_A = 'sk-test-tenant-a-0001-Vq8Zr3Lw5Ym2'
 export const KEY_B = 'sk-test-tenant-b-0002-Vq8Zr3Lw5Ym2'
@@ -33,10 +35,17 @@ interface Teardown {
   teardown(fn: () => unknown): void
 }
 
-export async function startHarness(
-  t: Teardown,
-  opts: { env?: Record<string, string>; mock?: MockUpstreamOptions; gateway?: GatewayOptions; dataDir?: string } = {},
-): Promise<Harness> {
+export interface HarnessOptions {
+  /** The store engine the gateway runs on (its configuration under `env`, which wins); LMDB alone when absent. */
+  engine?: Pick<StoreEngine, 'env'>
+  env?: Record<string, string>
+  mock?: MockUpstreamOptions
+  gateway?: GatewayOptions
+  dataDir?: string
+}
+
+export async function startHarness(t: Teardown, opts: HarnessOptions = {}): Promise<Harness> {
+  const env = { ...(await opts.engine?.env(t)), ...opts.env }
   const mock = await startMockUpstream(opts.mock ?? {})
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'recallgate-test-'))
   let logText = ''
@@ -49,7 +58,7 @@ export async function startHarness(
       SERVICE_KEYS: `${KEY_A}:unlimited,${KEY_B}:unlimited,${KEY_FREE}:free`,
       LOG_LEVEL: 'info',
       SHUTDOWN_GRACE_MS: '2000',
-      ...opts.env,
+      ...env,
       ...extra,
     })
   const start = async (extra?: Record<string, string>): Promise<Gateway> => {

@@ -22,7 +22,7 @@ export interface StoreEngine {
   skip: string | undefined
   open(t: Test, opts?: { maxMessagesPerSession?: number; now?: () => number }): Promise<OpenedStores>
   /** The gateway configuration that selects this engine (a fresh database for PostgreSQL), for end-to-end tests. */
-  env(t: Test): Promise<Record<string, string>>
+  env(t: Pick<Test, 'teardown'>): Promise<Record<string, string>>
 }
 
 const counter = new TokenCounter({ margins: { '*': 0.1 } })
@@ -32,7 +32,7 @@ const now = (): number => 1_700_000_000_000
  * An engine whose instances share what a replica shares: LMDB's instances are one environment (processes on one
  * DATA_DIR), PostgreSQL's have a DATA_DIR each and one database (replicas on several hosts).
  */
-function engine(name: string, databaseUrl: ((t: Test) => Promise<string>) | undefined, skip: string | undefined): StoreEngine {
+function engine(name: string, databaseUrl: ((t: Pick<Test, 'teardown'>) => Promise<string>) | undefined, skip: string | undefined): StoreEngine {
   return {
     name,
     skip,
