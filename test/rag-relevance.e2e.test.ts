@@ -46,6 +46,10 @@ async function ask(h: Harness, content: string, extra: object = {}): Promise<Ask
   }
 }
 
+// Every case runs on both engines (22 s here, on a 2-core machine under load): tap's 120 s would leave too little room
+// on CI's loaded machine, as files.e2e found.
+t.setTimeout(240_000)
+
 for (const engine of testableEngines(t, 'retrieval relevance')) {
   t.test(`${engine.name}: chit-chat and unanswerable questions add no chunks, and say why`, async (t) => {
     const h = await setup(t, engine)
