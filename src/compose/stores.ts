@@ -60,7 +60,14 @@ export async function openGatewayStores(opts: {
   })
   closers.add(() => stores.close())
   await ensureFirstKey(config, stores.keys, opts.onBootstrapKey)
-  metrics.setCollectors({ corrections: () => counter.corrections(), sizes: () => store.sizes(), lmdbSpace: () => store.space() })
+  // The stored-records gauge counts DATA_DIR's LMDB, which holds the records only when it is the engine: on PostgreSQL
+  // it would report zeros beside a database full of them, so it reports nothing (counting there on every scrape would
+  // cost a scan of each table).
+  metrics.setCollectors({
+    corrections: () => counter.corrections(),
+    ...(stores.engine === 'lmdb' ? { sizes: () => store.sizes() } : {}),
+    lmdbSpace: () => store.space(),
+  })
   // DATA_DIR's LMDB is also not ready when it has no room (MIN_FREE_DISK, LMDB_MAP_SIZE) or its last write failed.
   const readiness: ReadinessCheck[] = [
     { name: 'lmdb', required: true, check: () => lmdbReady(store, capacity, now) },
