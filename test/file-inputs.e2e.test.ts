@@ -37,7 +37,7 @@ function sentTexts(h: Harness): string[] {
 }
 
 for (const engine of testableEngines(t, 'file inputs')) {
-  const start = async (t: Test): Promise<Harness> => startHarness(t, { env: await engine.env(t) })
+  const start = async (t: Test): Promise<Harness> => startHarness(t, { engine })
 
   t.test(`${engine.name}: a Chat file part naming an uploaded file sends the file's whole text, fenced, with its name`, async (t) => {
     const h = await start(t)

@@ -31,7 +31,7 @@ const FORMATS: Array<[string, string | Uint8Array, string, string]> = [
 t.setTimeout(300_000)
 
 for (const engine of testableEngines(t, 'the files API')) {
-  const start = async (t: Test, env: Record<string, string> = {}): Promise<Harness> => startHarness(t, { env: { ...(await engine.env(t)), ...env } })
+  const start = async (t: Test, env: Record<string, string> = {}): Promise<Harness> => startHarness(t, { engine, env })
 
   t.test(`${engine.name}: upload in every format; each fact is searchable and lands in the prompt with its source`, async (t) => {
     const h = await start(t)

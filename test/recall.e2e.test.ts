@@ -57,7 +57,7 @@ function fitsExactly(t: Test, h: Harness, meta: Meta): void {
 
 for (const engine of testableEngines(t, 'long-term recall')) {
   const harness = async (t: Test, env: Record<string, string> = {}): Promise<Harness> =>
-    startHarness(t, { env: { ...(await engine.env(t)), ...env }, mock: { models: [{ id: MODEL, context_length: WINDOW }] } })
+    startHarness(t, { engine, env, mock: { models: [{ id: MODEL, context_length: WINDOW }] } })
 
   t.test(`${engine.name}: a planted fact comes back for a question about it, not for an unrelated one; the prompt fits exactly`, async (t) => {
     const h = await harness(t)
