@@ -1,7 +1,8 @@
 /**
  * A start that fails closes what it had opened (main.ts startGateway, compose/closers.ts): with the port taken by
  * another server, `startGateway` rejects with the listen error, and the process is left as it was: no store, pool,
- * Redis connection or server handle open, and DATA_DIR free for the next start.
+ * Redis connection or server handle open, and DATA_DIR free for the next start. On every store engine (LMDB, and
+ * PostgreSQL when the test cluster is there: its pool's connections are handles too).
  */
 import { once } from 'node:events'
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -16,6 +17,7 @@ import { startGateway } from '../src/main.js'
 import { startMockUpstream } from '../src/mock-upstream.js'
 import { KEY_A } from './helpers/harness.js'
 import { sharedRedisUrl, skipWithout } from './helpers/services.js'
+import { testableEngines } from './helpers/store-engines.js'
 
 /** Handles that outlive a start: timers and file reads in flight come and go with the test runner, so they are left out. */
 const TRANSIENT = new Set(['Timeout', 'Immediate', 'FSReqCallback'])
@@ -76,10 +78,12 @@ async function startOnTakenPort(t: Test, env: Record<string, string>): Promise<v
   t.equal(res.status, 200)
 }
 
-t.test('a gateway whose port is taken rejects with the error and leaves nothing open', async (t) => {
-  await startOnTakenPort(t, {})
-})
+for (const engine of testableEngines(t, 'a failed start')) {
+  t.test(`${engine.name}: a gateway whose port is taken rejects with the error and leaves nothing open`, async (t) => {
+    await startOnTakenPort(t, await engine.env(t))
+  })
 
-t.test('with Redis, the failed start closes its connection too', { skip: skipWithout('redis') }, async (t) => {
-  await startOnTakenPort(t, { REDIS_URL: await sharedRedisUrl(t) })
-})
+  t.test(`${engine.name}: with Redis, the failed start closes its connection too`, { skip: skipWithout('redis') }, async (t) => {
+    await startOnTakenPort(t, { ...(await engine.env(t)), REDIS_URL: await sharedRedisUrl(t) })
+  })
+}
