@@ -228,6 +228,9 @@ for (const engine of testableEngines(t, 'the store contract')) {
     t.same(p3.data.map((i) => i.id), ['b'])
     t.equal(p3.hasMore, false)
     t.same((await s.sessions.list('tenant-a', { limit: 2, after: 'gone' })).data, [], 'an after that names no session ends the list')
+    // A client's cursor no stored id can hold (PostgreSQL text cannot even hold the NUL) names no session either.
+    for (const after of ['a\u0000', 'a\u001f'])
+      t.same(await s.sessions.list('tenant-a', { limit: 2, after }), { data: [], hasMore: false }, `after ${JSON.stringify(after)} names no session`)
     t.equal(await s.sessions.delete('tenant-a', 'é'), true)
     t.same((await s.sessions.list('tenant-a', { limit: 10 })).data.map((i) => i.id), ['c', 'B', 'a', 'b'], 'a deleted session leaves the list')
     t.same((await s.sessions.list('tenant-b', { limit: 10 })).data.map((i) => i.id), ['a0'])

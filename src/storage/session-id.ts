@@ -24,6 +24,11 @@ export function checkSessionId(tenant: string, sessionId: string): void {
     throw new InvalidSessionIdError('sessionId is too long to store')
 }
 
+/** False for an id no stored session can have for its characters (`checkSessionId` refuses them): a cursor naming none. */
+export function storableSessionIdChars(sessionId: string): boolean {
+  return sessionId.length > 0 && !UNSAFE_ID.test(sessionId)
+}
+
 /**
  * A session as one string key (caches, per-session maps): tenant and id joined by a NUL, which `checkSessionId`
  * keeps out of every stored id, so that no two sessions share a key.

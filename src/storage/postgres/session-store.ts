@@ -32,7 +32,7 @@ import {
   type StoredMessage,
 } from '../interface.js'
 import { storedMessage } from '../../messages/stored-message.js'
-import { checkSessionId } from '../session-id.js'
+import { checkSessionId, storableSessionIdChars } from '../session-id.js'
 import { ms, prepared, type Pg, type Queryable, type Row } from './pool.js'
 
 export interface PgSessionStoreOptions {
@@ -171,6 +171,9 @@ export class PgSessionStore implements SessionStore {
 
   async list(tenant: string, opts: { limit: number; after?: string }): Promise<{ data: SessionInfo[]; hasMore: boolean }> {
     const limit = Math.max(0, Math.floor(opts.limit))
+    // A client's `after` no stored id can hold names no session: the empty page any such `after` gets, answered here
+    // because PostgreSQL text cannot hold the NUL it may carry (the query would fail: a 500 for a client's typo).
+    if (opts.after !== undefined && !storableSessionIdChars(opts.after)) return { data: [], hasMore: false }
     const rows = await this.#pg.query<SessionRow & { session_id: string }>(
       'session_list',
       // Newest first, ties by id descending, as LMDB's sessionTimes index orders them. An `after` that names no
