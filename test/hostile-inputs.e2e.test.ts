@@ -57,6 +57,36 @@ for (const engine of testableEngines(t, 'hostile inputs')) {
     t.same(names.filter((n) => /[\r\n\u0000]/.test(n)), [], 'no stored name holds NUL, CR or LF')
   })
 
+  t.test(`${engine.name}: a NUL or an unpaired surrogate in stored text is stored (PostgreSQL: as U+FFFD), never a 500`, async (t) => {
+    const h = await startHarness(t, { engine })
+    const post = (path: string, body: unknown) => h.fetch(path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })
+    // What a client sent, or (PostgreSQL, whose text holds neither; LMDB for the surrogate) U+FFFD in its place.
+    const kept = (sent: string) => new RegExp(`^${sent.replace(/[\u0000\ud800-\udfff]/g, '(?:$&|\ufffd+)')}$`)
+    for (const [name, text] of [['a NUL', 'a\u0000b'], ['an unpaired surrogate', 'a\udca2b']] as const) {
+      const chat = await post('/api/v1/chat/completions', { model: 'openai/gpt-4o', messages: [{ role: 'user', content: text }], sessionId: `odd ${name}`, useRAG: false })
+      t.equal(chat.status, 200, `${name} in a message: 200`)
+      const session = (await (await h.fetch(`/api/v1/sessions/${encodeURIComponent(`odd ${name}`)}`)).json()) as { messages: Array<{ content: string }> }
+      t.match(session.messages[0]?.content, kept(text), `${name} in a message: saved`)
+
+      const conv = await post('/api/v1/conversations', { metadata: { [`k${text}`]: text } })
+      t.equal(conv.status, 200, `${name} in conversation metadata: 200`)
+      const { id } = (await conv.json()) as { id: string }
+      const read = (await (await h.fetch(`/api/v1/conversations/${id}`)).json()) as { metadata: Record<string, string> }
+      t.match(Object.entries(read.metadata), [[kept(`k${text}`), kept(text)]], `${name} in conversation metadata: stored, key and value`)
+
+      const resp = await post('/api/v1/responses', { model: 'openai/gpt-4o', input: text })
+      t.equal(resp.status, 200, `${name} in a response's input: 200`)
+      const items = (await (await h.fetch(`/api/v1/responses/${((await resp.json()) as { id: string }).id}/input_items`)).json()) as { data: Array<{ content: Array<{ text: string }> }> }
+      t.match(items.data[0]?.content[0]?.text, kept(text), `${name} in a response's input: stored`)
+
+      const file = await uploadJson(h, { filename: `${name}.txt`, content: 'The lighthouse keeper logs the tide.', metadata: { note: text } }, { provider: null })
+      t.equal(file.status, 201, `${name} in file metadata: 201`)
+      const listed = (await (await h.fetch('/api/v1/files', { provider: null })).json()) as { data: Array<{ filename: string; metadata: { note: string } }> }
+      t.match(listed.data.find((f) => f.filename === `${name}.txt`)?.metadata.note, kept(text), `${name} in file metadata: stored`)
+    }
+    t.same(h.logs().split('\n').filter((l) => l.includes('"level":"error"')), [], 'no internal error')
+  })
+
   t.test(`${engine.name}: a __proto__ key in file metadata or a message is refused with a 400 naming where, never stored renamed`, async (t) => {
     const h = await startHarness(t, { engine })
     const json = (path: string, body: string) => h.fetch(path, { method: 'POST', headers: { 'content-type': 'application/json' }, body })

@@ -5,6 +5,7 @@
 import type { ConversationRecord, ConversationStore } from '../interface.js'
 import { storableId } from '../ids.js'
 import { ms, type Pg, type Row } from './pool.js'
+import { jsonb } from './jsonb.js'
 
 export class PgConversationStore implements ConversationStore {
   readonly #pg: Pg
@@ -24,7 +25,7 @@ export class PgConversationStore implements ConversationStore {
        SELECT id, created_at, metadata FROM ins
        UNION ALL SELECT id, created_at, metadata FROM conversations WHERE tenant = $1 AND id = $2
        LIMIT 1`,
-      [tenant, record.id, record.createdAt, JSON.stringify(record.metadata)],
+      [tenant, record.id, record.createdAt, jsonb(record.metadata)],
     )
     const r = rows[0]
     if (r === undefined) throw new Error('conversation neither inserted nor found')
@@ -45,7 +46,7 @@ export class PgConversationStore implements ConversationStore {
     const rows = await this.#pg.query(
       'conversation_update',
       'UPDATE conversations SET metadata = $3::jsonb WHERE tenant = $1 AND id = $2 RETURNING id, created_at, metadata',
-      [tenant, id, JSON.stringify(metadata)],
+      [tenant, id, jsonb(metadata)],
     )
     return rows[0] === undefined ? undefined : toRecord(rows[0])
   }

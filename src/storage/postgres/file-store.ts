@@ -10,6 +10,7 @@ import type { FileChunk, FileRow, FileStore, IndexChange, InsertFileOptions, Chu
 import { storableId } from '../ids.js'
 import { addInTxn, lockNamespace, PAGE_ROWS, PgIndexRecords, removeInTxn } from './index-records.js'
 import type { Pg, Row } from './pool.js'
+import { jsonb } from './jsonb.js'
 
 interface ChunkRecordRow extends Row {
   file_id: string
@@ -98,13 +99,13 @@ export class PgFileStore implements FileStore {
       // Ids are random; a repeat (only possible with an injected random source) must not overwrite a file.
       const ins = await c.query(
         'INSERT INTO files (tenant, file_id, record, created_at) VALUES ($1, $2, $3::jsonb, $4) ON CONFLICT DO NOTHING',
-        [tenant, file.id, JSON.stringify(file), file.created_at],
+        [tenant, file.id, jsonb(file), file.created_at],
       )
       if (ins.rowCount !== 1) throw new Error(`insertFile: ${file.id} already exists`)
       await c.query(
         `INSERT INTO chunks (tenant, file_id, chunk_index, record)
          SELECT $1, $2, n - 1, r::jsonb FROM unnest($3::text[]) WITH ORDINALITY AS x(r, n)`,
-        [tenant, file.id, chunks.map((ch, i) => JSON.stringify({ ...ch, label: change.labels[i] as number } satisfies ChunkRow))],
+        [tenant, file.id, chunks.map((ch, i) => jsonb({ ...ch, label: change.labels[i] as number } satisfies ChunkRow))],
       )
       opts.onChange?.(change)
       return change

@@ -14,6 +14,7 @@ import type { ChunkRow, FileRow, IndexMeta, StoredResponse } from '../interface.
 import type { Store } from '../store.js'
 import { storedTraces } from '../trace-repo.js'
 import type { Pg, Queryable } from './pool.js'
+import { jsonb, nullableJsonb } from './jsonb.js'
 
 export interface CopyCounts {
   keys: number
@@ -56,12 +57,12 @@ export async function copyFromLmdb(store: Store, pg: Pg): Promise<CopyCounts> {
       const r = v.value as { message?: unknown; role?: string; content?: string; tokens: number; createdAt: number }
       // Records written before agent messages were `{role, content}` (session-repo.ts reads them the same way).
       const message = r.message ?? { role: r.role, content: r.content }
-      return [tenant, id, seq, JSON.stringify(message), r.tokens, r.createdAt]
+      return [tenant, id, seq, jsonb(message), r.tokens, r.createdAt]
     }, 'messages (tenant, session_id, seq, message, tokens, created_at)', '::jsonb', 3)
     counts.conversations = await batched(c, store.conversations.getRange(), (v) => {
       const [tenant] = v.key as [string, string]
       const r = v.value as { id: string; createdAt: number; metadata?: Record<string, string> }
-      return [tenant, r.id, r.createdAt, JSON.stringify(r.metadata ?? {})]
+      return [tenant, r.id, r.createdAt, jsonb(r.metadata ?? {})]
     }, 'conversations (tenant, id, created_at, metadata)', '::jsonb', 3)
     counts.usage = await batched(c, store.usage.getRange(), (v) => {
       const [tenant, day, model] = v.key as [string, string, string]
@@ -76,9 +77,9 @@ export async function copyFromLmdb(store: Store, pg: Pg): Promise<CopyCounts> {
            input, output, messages, usage, error, incomplete_details, echo)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10::jsonb, $11::jsonb, $12::jsonb, $13::jsonb, $14::jsonb, $15::jsonb)
          ON CONFLICT DO NOTHING`,
-        [tenant, r.id, r.createdAt, r.completedAt, r.model, r.status, r.previousResponseId, r.conversationId, JSON.stringify(r.input),
-          JSON.stringify(r.output), JSON.stringify(r.messages), nullable(r.usage), nullable(r.error), nullable(r.incompleteDetails),
-          JSON.stringify(r.echo ?? {})],
+        [tenant, r.id, r.createdAt, r.completedAt, r.model, r.status, r.previousResponseId, r.conversationId, jsonb(r.input),
+          jsonb(r.output), jsonb(r.messages), nullableJsonb(r.usage), nullableJsonb(r.error), nullableJsonb(r.incompleteDetails),
+          jsonb(r.echo ?? {})],
       )
       counts.responses += ins.rowCount ?? 0
     }
@@ -138,11 +139,11 @@ async function copyKnowledgeBase(store: Store, c: Queryable, counts: CopyCounts)
   counts.files = await batched(c, ofTenants(store.files.getRange()), (v) => {
     const [tenant, id] = v.key as [string, string]
     const r = v.value as FileRow
-    return [tenant, id, JSON.stringify(r), r.created_at]
+    return [tenant, id, jsonb(r), r.created_at]
   }, 'files (tenant, file_id, record, created_at)', '::jsonb', 2)
   counts.chunks = await batched(c, ofTenants(store.chunks.getRange()), (v) => {
     const [tenant, id, index] = v.key as [string, string, number]
-    return [tenant, id, index, JSON.stringify(v.value as ChunkRow)]
+    return [tenant, id, index, jsonb(v.value as ChunkRow)]
   }, 'chunks (tenant, file_id, chunk_index, record)', '::jsonb', 3)
   await copyVectors(store, c, namespaces)
 }
@@ -167,9 +168,6 @@ async function copyRecall(store: Store, c: Queryable, counts: CopyCounts): Promi
   await copyVectors(store, c, namespaces)
 }
 
-function nullable(v: unknown): string | null {
-  return v === null || v === undefined ? null : JSON.stringify(v)
-}
 
 /**
  * Insert rows in batches of BATCH, skipping those already there; returns how many were inserted. `castAt` (0-based

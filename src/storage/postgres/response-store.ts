@@ -6,6 +6,7 @@
 import type { ResponseStore, StoredItem, StoredResponse } from '../interface.js'
 import { ms, type Pg, type Row } from './pool.js'
 import { storableId } from '../ids.js'
+import { jsonb, nullableJsonb } from './jsonb.js'
 
 const COLUMNS = `id, created_at, completed_at, model, status, previous_response_id, conversation_id, input, output, messages,
   usage, error, incomplete_details, echo`
@@ -37,13 +38,13 @@ export class PgResponseStore implements ResponseStore {
           r.status,
           r.previousResponseId,
           r.conversationId,
-          JSON.stringify(r.input),
-          JSON.stringify(r.output),
-          JSON.stringify(r.messages),
-          json(r.usage),
-          json(r.error),
-          json(r.incompleteDetails),
-          JSON.stringify(r.echo),
+          jsonb(r.input),
+          jsonb(r.output),
+          jsonb(r.messages),
+          nullableJsonb(r.usage),
+          nullableJsonb(r.error),
+          nullableJsonb(r.incompleteDetails),
+          jsonb(r.echo),
         ],
       )
       // An item id sent again in a later response points at that one from now on (as in LMDB).
@@ -99,11 +100,6 @@ export class PgResponseStore implements ResponseStore {
     const find = (list: unknown): StoredItem | undefined => (Array.isArray(list) ? (list as StoredItem[]).find((i) => i.id === itemId) : undefined)
     return find(r.output) ?? find(r.input)
   }
-}
-
-/** null stays SQL NULL; anything else is its JSON. */
-function json(v: unknown): string | null {
-  return v === null || v === undefined ? null : JSON.stringify(v)
 }
 
 function toResponse(r: Row): StoredResponse {

@@ -34,6 +34,7 @@ import {
 import { storedMessage } from '../../messages/stored-message.js'
 import { checkSessionId, storableSessionIdChars } from '../session-id.js'
 import { ms, prepared, type Pg, type Queryable, type Row } from './pool.js'
+import { jsonb } from './jsonb.js'
 
 export interface PgSessionStoreOptions {
   maxMessagesPerSession: number
@@ -213,7 +214,7 @@ export class PgSessionStore implements SessionStore {
         tenant,
         sessionId,
         now,
-        messages.map((m) => JSON.stringify(m)),
+        messages.map((m) => jsonb(m)),
         tokens,
         opts.replaceFrom ?? null,
         max,
