@@ -13,7 +13,12 @@
  * instead, two identical builds gave per-round ratios of 0.68–1.34 on this 2-core machine; together, 0.9–1.1 (two
  * copies of one build: median 0.98–1.00). The first round warms up and is not counted.
  *
- *   node dist/bench/cpu-ab.js [--rounds 12] [--seconds 2] [--connections 8] [--stream] DIST [DIST…]
+ *   node dist/bench/cpu-ab.js [--rounds 12] [--seconds 2] [--connections 8] [--stream] [--alternate] DIST [DIST…]
+ *
+ * `--alternate` drives one server at a time instead, the order rotated each round, so that no arm's CPU is taken by
+ * another arm's load: with three servers and three wrk on two vCPUs, the arms together saturated the machine and
+ * squeezed every ratio toward 1 (2026-11-27, "Tenth round": two builds 1.017× together, 0.918–0.928× alternating,
+ * three runs).
  *
  * A build given as `DIR@--flag,--flag` runs with those node flags (e.g. V8 heap settings); `DIR#responses` is driven
  * with the Responses scenario's request instead (bench/scenarios/responses.ts: the same message as `input`, `store:
@@ -60,6 +65,7 @@ async function main(): Promise<void> {
   const seconds = arg('seconds', 2)
   const connections = arg('connections', 8)
   const stream = process.argv.includes('--stream')
+  const alternate = process.argv.includes('--alternate')
   const builds = process.argv.slice(2).filter((a, i, all) => !a.startsWith('--') && !(all[i - 1] ?? '').match(/^--(rounds|seconds|connections)$/))
   if (builds.length === 0) throw new Error('name at least one gateway build (a dist directory)')
   await run('wrk', ['--version']).catch((err: { stdout?: string }) => {
@@ -87,12 +93,28 @@ async function main(): Promise<void> {
       const kindOf = kind === 'responses' ? { script: responses, path: '/api/v1/responses' } : { script: chat, path: '/api/v1/chat/completions' }
       arms.push({ name: `${i + 1}: ${build}`, proc, ...kindOf, samples: [] })
     }
+    const drive = (a: Arm) => run('wrk', ['-t1', `-c${connections}`, `-d${seconds}s`, '-s', a.script, `${a.proc.url.replace(/\/$/, '')}${a.path}`])
     for (let round = -1; round < rounds; round++) {
-      const before = await Promise.all(arms.map((a) => a.proc.stats()))
-      const out = await Promise.all(
-        arms.map((a) => run('wrk', ['-t1', `-c${connections}`, `-d${seconds}s`, '-s', a.script, `${a.proc.url.replace(/\/$/, '')}${a.path}`])),
-      )
-      const after = await Promise.all(arms.map((a) => a.proc.stats()))
+      let before: Array<{ cpuUs: number }>
+      let after: Array<{ cpuUs: number }>
+      let out: Array<{ stdout: string }>
+      if (alternate) {
+        // One server at a time, the order rotated each round: each has the machine (the mock and wrk aside) to itself.
+        before = []
+        after = []
+        out = []
+        for (let j = 0; j < arms.length; j++) {
+          const i = (j + Math.max(0, round)) % arms.length
+          const a = arms[i] as Arm
+          before[i] = await a.proc.stats()
+          out[i] = await drive(a)
+          after[i] = await a.proc.stats()
+        }
+      } else {
+        before = await Promise.all(arms.map((a) => a.proc.stats()))
+        out = await Promise.all(arms.map(drive))
+        after = await Promise.all(arms.map((a) => a.proc.stats()))
+      }
       if (round < 0) continue
       arms.forEach((a, i) => {
         const text = out[i]?.stdout ?? ''
@@ -106,7 +128,7 @@ async function main(): Promise<void> {
     const [floor, first] = [arms[0] as Arm, arms[1] as Arm]
     const ratios = (a: Arm, to: Arm): number[] => perRequest(a).map((v, r) => v / (perRequest(to)[r] as number))
     const fmt = (xs: number[]): string => `${quantile(xs, 0.5).toFixed(3)} (rounds ${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)})`
-    console.log(`${stream ? 'stream' : 'JSON'}, ${connections} connections per server, ${rounds} rounds × ${seconds} s`)
+    console.log(`${stream ? 'stream' : 'JSON'}, ${connections} connections per server, ${rounds} rounds × ${seconds} s${alternate ? ', one server at a time' : ''}`)
     for (const a of arms) {
       let line = `${a.name}: CPU per request ${quantile(perRequest(a), 0.5).toFixed(0)} µs (median), requests per round ${quantile(a.samples.map((s) => s.requests), 0.5)}`
       if (a !== floor) line += `; ÷ floor ${fmt(ratios(a, floor))}`
