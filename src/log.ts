@@ -8,6 +8,7 @@
  * (`requestLogFields` has no parameter that could hold one).
  */
 import pino from 'pino'
+import { jsonNumber } from './json-text.js'
 import type { Ms, Plan, Tokens } from './types.js'
 
 // Through a constant of this module: range-cache.ts `charCodeAt` says why.
@@ -177,10 +178,6 @@ function boundedMessage(m: string): string {
   return m.length > 300 ? `${m.slice(0, 299)}…` : m
 }
 
-/** A number as pino writes it (JSON.stringify's form; a non-finite number is null). */
-function num(n: number): string {
-  return Number.isFinite(n) ? String(n) : 'null'
-}
 
 /**
  * Server faults are errors; everything a client caused (4xx) is normal traffic and logs at info. A stream that failed
@@ -231,15 +228,15 @@ export function logRequest(logger: Logger, i: RequestLogInput): void {
   // line was ~3 % of a plain relayed request's CPU.
   let line = `{"level":"${level}","time":"${isoNow()}"${format.bindings},"reqId":${jsonString(i.requestId)}`
   line += `,"tenant":${i.tenantId === null ? 'null' : jsonString(i.tenantId)},"plan":${i.plan === null ? 'null' : jsonString(i.plan)}`
-  line += `,"method":${jsonString(i.method)},"route":${jsonString(i.route)},"status":${num(i.status)},"durationMs":${num(round(i.durationMs))}`
+  line += `,"method":${jsonString(i.method)},"route":${jsonString(i.route)},"status":${jsonNumber(i.status)},"durationMs":${jsonNumber(round(i.durationMs))}`
   if (i.clientRequestId !== undefined) line += `,"clientRequestId":${jsonString(i.clientRequestId)}`
   if (i.model !== undefined) line += `,"model":${jsonString(i.model)}`
   if (i.stream !== undefined) line += i.stream ? ',"stream":true' : ',"stream":false'
-  if (i.upstreamMs !== undefined) line += `,"upstreamMs":${num(round(i.upstreamMs))},"overheadMs":${num(round(Math.max(0, i.durationMs - i.upstreamMs)))}`
-  if (i.ttftMs !== undefined) line += `,"ttftMs":${num(round(i.ttftMs))}`
-  if (i.promptTokens !== undefined) line += `,"promptTokens":${num(i.promptTokens)}`
-  if (i.completionTokens !== undefined) line += `,"completionTokens":${num(i.completionTokens)}`
-  if (i.cachedTokens !== undefined) line += `,"cachedTokens":${num(i.cachedTokens)}`
+  if (i.upstreamMs !== undefined) line += `,"upstreamMs":${jsonNumber(round(i.upstreamMs))},"overheadMs":${jsonNumber(round(Math.max(0, i.durationMs - i.upstreamMs)))}`
+  if (i.ttftMs !== undefined) line += `,"ttftMs":${jsonNumber(round(i.ttftMs))}`
+  if (i.promptTokens !== undefined) line += `,"promptTokens":${jsonNumber(i.promptTokens)}`
+  if (i.completionTokens !== undefined) line += `,"completionTokens":${jsonNumber(i.completionTokens)}`
+  if (i.cachedTokens !== undefined) line += `,"cachedTokens":${jsonNumber(i.cachedTokens)}`
   if (i.streamFailure !== undefined) line += `,"streamFailure":${jsonString(i.streamFailure)}`
   if (i.errorCode !== undefined) line += `,"errorCode":${jsonString(i.errorCode)}`
   if (i.errorParam !== undefined) line += `,"errorParam":${jsonString(i.errorParam)}`

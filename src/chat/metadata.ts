@@ -52,9 +52,9 @@ export interface Metadata {
  * `JSON.stringify(m)` for a `Metadata` built in the field order above (both planner paths build it so), written out
  * field by field: the text every response carries. Why: JSON.stringify walks the three objects' maps in C++ and paid
  * ≈ 1.3 µs a call hot, 7.6 µs on a request's cold path, against 0.3 and 3.4 µs here (Node 20, this machine); under
- * load it was 2.4 % of a plain relayed request's CPU (`perf`, docs/benchmarks.md "Tenth round"). Strings go through
- * JSON.stringify (they may need escaping), the sources array too unless empty; numbers as JSON writes them (a
- * non-finite one as null). A field added to the type must be added here: test/metadata-json.test.ts compares the two
+ * load it was 2.4 % of a plain relayed request's CPU (`perf`, docs/benchmarks.md "Tenth round"). Strings and numbers
+ * go through json-text.ts (JSON.stringify's text, without the call where none is needed), the sources array through
+ * JSON.stringify unless empty. A field added to the type must be added here: test/metadata-json.test.ts compares the two
  * on objects with every optional field.
  */
 export function metadataJson(m: Metadata): string {

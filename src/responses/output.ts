@@ -160,7 +160,7 @@ function shapeKey(echo: Readonly<Record<string, unknown>>, conversation: boolean
     if (v === ECHO_DEFAULT_VALUES[i]) continue
     if (v === undefined && !Object.hasOwn(echo, k)) continue
     if (v === undefined || typeof v === 'function' || typeof v === 'symbol') return undefined
-    key += typeof v === 'string' ? JSON.stringify(v) : typeof v === 'number' || typeof v === 'boolean' ? `${v}` : JSON.stringify(v)
+    key += typeof v === 'number' || typeof v === 'boolean' ? `${v}` : JSON.stringify(v)
   }
   return key
 }

@@ -168,7 +168,6 @@ async function copyRecall(store: Store, c: Queryable, counts: CopyCounts): Promi
   await copyVectors(store, c, namespaces)
 }
 
-
 /**
  * Insert rows in batches of BATCH, skipping those already there; returns how many were inserted. `castAt` (0-based
  * column) gets `cast` appended to its placeholder (jsonb columns).
