@@ -270,6 +270,9 @@ t.test('a choice that finishes with error and no error event: usage chunk and [D
   t.match(JSON.parse(inChoice.at(-3) ?? '{}'), { choices: [{ finish_reason: 'error', error: { code: 502, message: 'Provider went away' } }] })
   t.notOk('error' in (JSON.parse(inChoice.at(-3) ?? '{}') as object))
 
+  const stopped = await events({ reply: 'aaaa', toolCalls: [], crlf: true, choiceError: { inChoice: true, finishReason: 'stop' } })
+  t.match(JSON.parse(stopped.at(-3) ?? '{}'), { choices: [{ finish_reason: 'stop', error: { code: 502 } }] }, 'finishReason: the error object beside another finish')
+
   const calls = await events({ crlf: true, choiceError: {} })
   t.match(JSON.parse(calls.at(-3) ?? '{}'), { choices: [{ finish_reason: 'error', delta: {} }] }, 'tool calls, then a finish with error')
   t.match(calls.at(-4), /"tool_calls"/)

@@ -190,6 +190,39 @@ t.test('choice 0 finishing with "error" and no error event: relayed as it came, 
   t.same(zeroFails.saved, [])
 })
 
+t.test('choice 0 carrying an error object fails the exchange whatever its finish reason, as a JSON reply (isFailedChoice)', async (t) => {
+  // The JSON path (messages/reply.ts generationFailed) has always counted a choice with an `error` object as failed; a
+  // stream's choice is judged by the same test. Its text piece is captured (not read by the fast path: it has `error":`).
+  const withError = (content: string, finish: string | null): string =>
+    `data: ${JSON.stringify({ id: 'gen-1', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content }, finish_reason: finish, error: { code: 502, message: 'Provider went away' } }] })}\n\n`
+  const cases: Array<[string, string]> = [
+    ['finish "stop"', withError('', 'stop')],
+    ['no finish yet, with text', withError('!', null)],
+  ]
+  for (const [name, failing] of cases) {
+    const s = await relay(t)
+    s.upstream.push(chunk('Hel') + chunk('lo') + failing + USAGE + DONE)
+    s.upstream.push(null)
+    t.equal(await text(await s.response), chunk('Hel', ',"_metadata":{"memory":null}') + chunk('lo') + failing + DONE, `${name}: relayed as it came`)
+    t.match(await s.outcome, { kind: 'failed', error: undefined, usage: { prompt_tokens: 9 } }, `${name}: a failed outcome`)
+    t.same(s.saved, [], `${name}: nothing saved`)
+
+    const uncaptured = await relay(t, { saves: false, needsReply: false })
+    uncaptured.upstream.push(chunk('a') + chunk('b') + failing + USAGE + DONE)
+    uncaptured.upstream.push(null)
+    t.ok((await text(await uncaptured.response)).endsWith(chunk('b') + failing + DONE), `${name}: relayed without capture`)
+    t.match(await uncaptured.outcome, { kind: 'failed', error: undefined }, `${name}: failed there too`)
+  }
+  // An `error: null` on the choice is no error.
+  const nullError = `data: ${JSON.stringify({ id: 'gen-1', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: '' }, finish_reason: 'stop', error: null }] })}\n\n`
+  const s = await relay(t)
+  s.upstream.push(chunk('Hi') + nullError + USAGE + DONE)
+  s.upstream.push(null)
+  t.match(await text(await s.response), /data: \[DONE\]\n\n$/)
+  t.match(await s.outcome, { kind: 'completed' })
+  t.same(s.saved, ['Hi'])
+})
+
 t.test("a streamed function_call (the deprecated functions API) is assembled into the saved reply, as a JSON reply's", async (t) => {
   const delta = (d: object, finish: string | null = null): string =>
     `data: ${JSON.stringify({ id: 'gen-1', object: 'chat.completion.chunk', choices: [{ index: 0, delta: d, finish_reason: finish }] })}\n\n`

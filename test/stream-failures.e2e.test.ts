@@ -6,6 +6,7 @@
  * written there as it ends.
  */
 import t from 'tap'
+import type OpenAI from 'openai'
 import type { MockBehaviour } from '../src/mock-upstream.js'
 import { KEY_A, PROVIDER_KEY, startHarness, type Harness } from './helpers/harness.js'
 import { checkResponseStream } from './helpers/responses-stream-checker.js'
@@ -166,13 +167,16 @@ for (const engine of testableEngines(t, 'stream failures')) {
       { name: 'the usage chunk asked for', extra: { sessionId: 'cs', stream_options: { include_usage: true } }, behaviour: { choiceError: { afterChunks: 1 } } },
       { name: 'nothing to save (no session)', extra: {}, behaviour: { choiceError: { afterChunks: 3 } } },
       { name: 'saveToMemory: false', extra: { sessionId: 'cs', saveToMemory: false }, behaviour: { choiceError: {} } },
+      // The choice's `error` object is the only sign (finish "stop"): failed, as a JSON reply with one is.
+      { name: 'an error object beside finish "stop"', extra: { sessionId: 'cs' }, behaviour: { choiceError: { afterChunks: 2, inChoice: true, finishReason: 'stop' } } },
+      { name: 'an error object beside finish "stop", nothing to save', extra: {}, behaviour: { choiceError: { afterChunks: 2, inChoice: true, finishReason: 'stop' } } },
     ]
     for (const c of streams) {
       const r = await chat({ stream: true, ...c.extra }, c.behaviour)
       t.equal(r.status, 200, `${c.name}: the stream had begun`)
       const events = sseData(r.text)
-      const finish = events.find((d) => d.includes('"finish_reason":"error"'))
-      t.ok(finish, `${c.name}: the finish with "error" reaches the client`)
+      const finish = events.find((d) => d.includes('"finish_reason":"error"') || d.includes('"error":{'))
+      t.ok(finish, `${c.name}: the failing choice reaches the client`)
       t.notOk(events.some((d) => d !== '[DONE]' && 'error' in (JSON.parse(d) as object)), `${c.name}: as it came, no error event of ours added`)
       t.equal(events.at(-1), '[DONE]', `${c.name}: and the rest as it came, [DONE] too`)
       if (c.extra.stream_options !== undefined) t.match(JSON.parse(events.at(-2) ?? '{}'), { choices: [], usage: { prompt_tokens: Number } }, `${c.name}: the usage chunk relayed`)
@@ -202,11 +206,32 @@ for (const engine of testableEngines(t, 'stream failures')) {
       await new Promise((resolve) => setTimeout(resolve, 25))
     }
 
+    // And a choice whose `error` object is the only sign (finish "stop"): the SDK reads a stop, the gateway a failure.
+    h.mock.enqueue({ reply, ...wire, choiceError: { afterChunks: 2, inChoice: true, finishReason: 'stop', message: 'Provider went away' } })
+    const sdkStopped = await h.client(KEY_A, { providerKey: PROVIDER_KEY }).chat.completions.create({
+      model: 'openai/gpt-4o-mini',
+      stream: true,
+      messages: [{ role: 'user', content: 'x' }],
+      ...({ sessionId: 'cs', useRAG: false } as object),
+    })
+    let choiceErrorSeen: unknown
+    for await (const c of sdkStopped) choiceErrorSeen ??= (c.choices[0] as { error?: unknown } | undefined)?.error
+    t.match(choiceErrorSeen, { message: 'Provider went away' }, 'the SDK gets the choice with its error as it came')
+    t.equal(await messagesOf('cs'), 2, 'an error object beside finish "stop": the SDK-read stream saved nothing')
+    expected.upstream_error = (expected.upstream_error ?? 0) + 1
+    for (let i = 0; (await failures(h)).upstream_error !== expected.upstream_error; i++) {
+      if (i === 200) throw new Error('the SDK-read stream with an error object was never counted')
+      await new Promise((resolve) => setTimeout(resolve, 25))
+    }
+
     // JSON: relayed as it came, nothing saved (as before).
     const json = await chat({ sessionId: 'cs' }, { choiceError: { message: 'Provider went away' } })
     t.equal(json.status, 200)
     t.match(JSON.parse(json.text), { choices: [{ finish_reason: 'error' }] })
     t.equal(await messagesOf('cs'), 2, 'JSON: nothing saved')
+    const jsonStopped = await chat({ sessionId: 'cs' }, { choiceError: { message: 'Provider went away', finishReason: 'stop' } })
+    t.match(JSON.parse(jsonStopped.text), { choices: [{ finish_reason: 'stop', error: { message: 'Provider went away' } }] })
+    t.equal(await messagesOf('cs'), 2, 'JSON, an error object beside finish "stop": nothing saved (as a stream)')
 
     // Responses: a stream ends with `error` then response.failed, carrying the error the error event's mapping makes,
     // and nothing is stored (neither the response nor the conversation's messages).
@@ -226,6 +251,7 @@ for (const engine of testableEngines(t, 'stream failures')) {
       { name: 'Responses, a bare finish with "error"', behaviour: { choiceError: { afterChunks: 2 } }, message: 'Upstream returned an error: ' },
       { name: 'Responses, the choice carrying its error', behaviour: { choiceError: { afterChunks: 2, inChoice: true, message: 'Provider went away' } }, message: 'Upstream returned an error: Provider went away' },
       { name: 'Responses, tool calls', behaviour: { toolCalls: [{ name: 'f', arguments: '{"a":1}' }], choiceError: {} }, message: 'Upstream returned an error: ' },
+      { name: 'Responses, an error object beside finish "stop"', behaviour: { choiceError: { afterChunks: 2, inChoice: true, finishReason: 'stop', message: 'Provider went away' } }, message: 'Upstream returned an error: Provider went away' },
       { name: 'Responses, the error event (as before)', behaviour: { midStreamError: { afterChunks: 2, message: 'Provider went away' } }, message: 'Upstream returned an error: Provider went away' },
     ]
     for (const c of cases) {
@@ -250,6 +276,25 @@ for (const engine of testableEngines(t, 'stream failures')) {
     t.equal(rjson.status, 502, 'Responses JSON: an error, as before')
     t.match(JSON.parse(rjson.text), { error: { code: 'upstream_error', message: 'Upstream returned an error: Provider went away' } }, 'Responses JSON: the same error as a stream')
     t.equal(await messagesOf('rs'), 2, 'Responses JSON: nothing saved')
+    const rjsonStopped = await responses({ sessionId: 'rs' }, { choiceError: { message: 'Provider went away', finishReason: 'stop' } })
+    t.equal(rjsonStopped.status, 502, 'Responses JSON, an error object beside finish "stop": an error, as its stream')
+    t.match(JSON.parse(rjsonStopped.text), { error: { code: 'upstream_error', message: 'Upstream returned an error: Provider went away' } })
+    t.equal(await messagesOf('rs'), 2, 'Responses JSON, an error object beside finish "stop": nothing saved')
     t.same(await failures(h), expected, 'Responses JSON: not a stream failure')
+
+    // Through the openai SDK, a Responses stream whose choice carries an error object beside finish "stop" raises.
+    h.mock.enqueue({ reply, chunkChars: 5, ...wire, choiceError: { afterChunks: 2, inChoice: true, finishReason: 'stop', message: 'Provider went away' } })
+    const rstream = await h.client(KEY_A, { providerKey: PROVIDER_KEY }).responses.create({
+      model: 'openai/gpt-4o-mini',
+      input: 'Tell me a story',
+      stream: true,
+      ...({ sessionId: 'rs', useRAG: false } as object),
+    } as OpenAI.Responses.ResponseCreateParamsStreaming)
+    const rerr = await (async () => {
+      for await (const _ of rstream) void _
+    })().catch((e: unknown) => e)
+    t.type(rerr, Error, 'the SDK raises the failed Responses stream')
+    t.match((rerr as Error).message, /Provider went away/)
+    t.equal(await messagesOf('rs'), 2, 'the SDK-read Responses stream saved nothing')
   })
 }

@@ -9,11 +9,12 @@
  * - An upstream error event is relayed as is; our own failures mid-stream (invalid SSE, timeout, reset) become one
  *   error event in the OpenAI shape. Either way the stream then ends without `[DONE]`, which OpenAI clients read as
  *   an error, and nothing is saved.
- * - Choice 0 finishing with `error` (OpenRouter's report of a failure while generating) fails the exchange too, with or
+ * - Choice 0 finishing with `error`, or carrying an `error` object whatever its finish (OpenRouter's report of a failure
+ *   while generating; the JSON reply's test, messages/reply.ts `isFailedChoice`), fails the exchange too, with or
  *   without an error event: without one, the rest of the stream (other choices, the usage chunk, `[DONE]`) is relayed
  *   as it came, and nothing is saved. On a translated stream it ends the stream as an error event does.
  * - `[DONE]` is held back until `onComplete` (the memory save) has resolved, so a client that saw `[DONE]` (and choice
- *   0 not finishing with `error`) knows the exchange is durable.
+ *   0 neither finishing with `error` nor carrying an `error` object) knows the exchange is durable.
  */
 import { once } from 'node:events'
 import type { ServerResponse } from 'node:http'
@@ -22,7 +23,7 @@ import { asGatewayError, gatewayError, toWire, type GatewayError } from '../erro
 import { ChunkReader } from '../upstream/chunk-reader.js'
 import { choiceFailedError, transportError, upstreamHttpError } from '../upstream/errors.js'
 import { SseEventTooLargeError, SseParser } from '../upstream/sse-parser.js'
-import { ReplyAssembler } from '../messages/reply.js'
+import { isFailedChoice, ReplyAssembler } from '../messages/reply.js'
 import { choiceDeltaOnly, contentDelta, type ContentDelta } from './content-delta.js'
 import type { Bytes, ChatMessage, StreamFailureReason } from '../types.js'
 
@@ -176,8 +177,9 @@ async function relay(o: RelayOptions, timers: RelayTimers): Promise<StreamOutcom
   let done = false
   let upstreamError = false
   /**
-   * Choice 0 finished with `error` and no error event came (an event's `"error"` sends it to the parse, content-delta.ts):
-   * the exchange failed. Relayed on to the end as it came, unlike an error event, after which nothing more is read.
+   * Choice 0 failed (finished with `error`, or carried an `error` object) and no error event came (an event's `"error"`
+   * or `error":` sends it to the parse, content-delta.ts): the exchange failed. Relayed on to the end as it came, unlike
+   * an error event, after which nothing more is read.
    */
   let choiceFailed = false
   let out = o.prefix ?? ''
@@ -257,7 +259,7 @@ async function relay(o: RelayOptions, timers: RelayTimers): Promise<StreamOutcom
         }
         if (chunk.usage) usage = chunk.usage
         const zero = choiceZero(chunk.choices)
-        if (zero?.finish_reason === 'error' && !choiceFailed) {
+        if (zero !== undefined && !choiceFailed && isFailedChoice(zero)) {
           choiceFailed = true
           formatError = choiceFailedError(zero)
         }
@@ -285,7 +287,7 @@ async function relay(o: RelayOptions, timers: RelayTimers): Promise<StreamOutcom
       }
       if (chunk.usage) usage = chunk.usage
       const zero = choiceZero(choices)
-      if (zero?.finish_reason === 'error') choiceFailed = true
+      if (isFailedChoice(zero)) choiceFailed = true
       const delta = zero?.delta
       if (delta !== undefined && reply.push(delta) && reply.pieces === 1) o.onFirstToken?.()
       if (!metadataSent) {
@@ -324,7 +326,7 @@ async function relay(o: RelayOptions, timers: RelayTimers): Promise<StreamOutcom
 
   const reader = new ChunkReader(o.upstream)
 
-  /** Choice 0 finished with `error`, no error event: the relay ends as the upstream's stream did (see `choiceFailed`). */
+  /** Choice 0 failed, no error event: the relay ends as the upstream's stream did (see `choiceFailed`). */
   const relayedFailure = (): StreamOutcome => {
     reader.release()
     res.end(done ? `${out}data: [DONE]\n\n` : out)
@@ -380,7 +382,7 @@ async function relay(o: RelayOptions, timers: RelayTimers): Promise<StreamOutcom
 /**
  * Choice 0 in an event. With `n` > 1 the upstream streams each choice in events of its own, told apart by `index`: the
  * reply kept for memory is choice 0's (as a JSON reply's `choices[0]`), never the choices run together, and it is choice
- * 0 finishing with `error` that fails the exchange (as a JSON reply's, messages/reply.ts `generationFailed`).
+ * 0 failing that fails the exchange (as a JSON reply's, messages/reply.ts `generationFailed`).
  */
 function choiceZero(choices: ChunkShape['choices']): ChoiceShape | undefined {
   if (!Array.isArray(choices)) return undefined

@@ -36,8 +36,16 @@ export function replyFromCompletion(completion: Record<string, unknown>): ChatMe
  */
 export function generationFailed(completion: Record<string, unknown>): boolean {
   const choices = completion.choices
-  const first: unknown = Array.isArray(choices) ? choices[0] : undefined
-  return isObject(first) && (first.finish_reason === 'error' || isObject(first.error))
+  return isFailedChoice(Array.isArray(choices) ? choices[0] : undefined)
+}
+
+/**
+ * A choice (a completion's, or a stream chunk's) that reports a failure while generating: it finishes with `error`, or
+ * it carries an `error` object whatever its finish reason. The one test of the JSON reply (`generationFailed`) and the
+ * stream (chat/relay-stream.ts), so the two agree on which exchange failed.
+ */
+export function isFailedChoice(choice: unknown): boolean {
+  return isObject(choice) && (choice.finish_reason === 'error' || isObject(choice.error))
 }
 
 /** A function's name and arguments as they arrive: a tool call's `function`, or the deprecated `function_call`. */

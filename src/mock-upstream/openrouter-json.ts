@@ -76,7 +76,7 @@ export function textLogprobs(pieces: readonly string[]): Json {
 /** The non-stream body: a chat.completion (with usage unless `usage: false`), or an HTML page for `invalidJson`. */
 export function completionBody(g: Generation, b: MockBehaviour): string {
   if (b.invalidJson) return '<html><body>502 Bad Gateway</body></html>'
-  const finish = b.choiceError ? 'error' : g.toolCalls ? 'tool_calls' : 'stop'
+  const finish = b.choiceError ? (b.choiceError.finishReason ?? 'error') : g.toolCalls ? 'tool_calls' : 'stop'
   return JSON.stringify({
     ...g.head,
     object: 'chat.completion',

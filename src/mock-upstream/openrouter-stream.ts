@@ -30,7 +30,7 @@ export async function streamReply(
   const ce = b.choiceError
   const finishing = (d: Json, finish: string) => {
     if (ce === undefined) return chunk(delta(d, finish))
-    const choices = delta(d, 'error')
+    const choices = delta(d, ce.finishReason ?? 'error')
     if (ce.inChoice === true) Object.assign(choices[0] as Json, { error: { code: ce.code ?? 502, message: ce.message ?? 'Provider disconnected unexpectedly' } })
     return chunk(choices)
   }

@@ -43,8 +43,10 @@ export interface MockBehaviour {
    * the reply as the content produced so far. Non-stream: the choice carries the error. Stream: after `afterChunks`
    * content chunks (default all; tool calls are sent whole), a chunk whose choice finishes with `error` and no top-level
    * `error` (the choice carries one only with `inChoice`), then the usage chunk and `[DONE]`, as after any finish.
+   * `finishReason`: the failing choice finishes with this instead of `error` (its `error` object is then the only sign
+   * of the failure: give `inChoice` for a stream).
    */
-  choiceError?: { message?: string; code?: number; afterChunks?: number; inChoice?: boolean }
+  choiceError?: { message?: string; code?: number; afterChunks?: number; inChoice?: boolean; finishReason?: string }
   /** Stream: 200 text/event-stream whose lines are not valid chunks. */
   invalidSse?: boolean
   /** Default true: non-stream includes `usage`; a stream ends with the usage-only chunk before [DONE]. */

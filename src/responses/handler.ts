@@ -21,7 +21,7 @@ import { callUpstream, readCompletion } from '../chat/upstream-call.js'
 import { choiceFailedError } from '../upstream/errors.js'
 import { messagesJsonOf, upstreamBody } from '../chat/upstream-body.js'
 import type { ChatRequest } from '../chat/validate.js'
-import { replyFromCompletion } from '../messages/reply.js'
+import { generationFailed, replyFromCompletion } from '../messages/reply.js'
 import type { ResponseItem } from './items.js'
 import {
   completionToOutput,
@@ -127,8 +127,9 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
     annotateUsage(ctx.facts, usage)
     const mapped = completionToOutput(completion, { newId, customTools: r.customTools })
     const { status, incompleteDetails } = statusFromFinish(mapped.finishReason)
-    if (status === 'failed') {
-      // OpenRouter's report of a failure while generating: the 502 a 200 carrying an error gets, with the choice's
+    if (status === 'failed' || generationFailed(completion)) {
+      // OpenRouter's report of a failure while generating (choice 0 finished with `error`, or carries an `error` object
+      // whatever its finish, as the chat path judges it): the 502 a 200 carrying an error gets, with the choice's
       // message when it has one (a stream's is the same error, in its `error` and `response.failed` events).
       const choice: unknown = Array.isArray(completion.choices) ? completion.choices[0] : undefined
       throw choiceFailedError(isObject(choice) ? choice : {})
