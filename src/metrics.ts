@@ -278,7 +278,8 @@ export function createMetrics(o: MetricsOptions = {}): Metrics {
     name: 'recallgate_stream_failures_total',
     help:
       'Streamed replies that began (status 200 sent) and did not complete, by reason: upstream_reset, ' +
-      'upstream_timeout, upstream_invalid, upstream_error (the upstream sent an error event), client_gone, internal.',
+      'upstream_timeout, upstream_invalid, upstream_error (the upstream reported a failure: an error event, or choice 0 ' +
+      'failing, also in a chat JSON reply relayed with its 200), client_gone, internal.',
     labelNames: ['reason'] as const,
     registers,
   })

@@ -232,6 +232,41 @@ for (const engine of testableEngines(t, 'stream failures')) {
     const jsonStopped = await chat({ sessionId: 'cs' }, { choiceError: { message: 'Provider went away', finishReason: 'stop' } })
     t.match(JSON.parse(jsonStopped.text), { choices: [{ finish_reason: 'stop', error: { message: 'Provider went away' } }] })
     t.equal(await messagesOf('cs'), 2, 'JSON, an error object beside finish "stop": nothing saved (as a stream)')
+    expected.upstream_error = (expected.upstream_error ?? 0) + 2
+    for (const r of [json, jsonStopped]) {
+      t.match(await lineOf(h, r.reqId), { level: 'error', status: 200, streamFailure: 'upstream_error', errorCode: 'upstream_error' }, 'JSON: the request line says it failed')
+    }
+    t.same(await failures(h), expected, 'JSON: counted as upstream_error, as the stream would be')
+
+    // Through the openai SDK: the client gets the reply as it came (a 200, the choice and its error untouched), while the
+    // log, the metrics and the trace read it as the failure it is; a JSON reply that completes reads as a success.
+    const sdk = h.client(KEY_A, { providerKey: PROVIDER_KEY })
+    h.mock.enqueue({ reply, choiceError: { message: 'Provider went away' } })
+    const { data: failedReply, response: failedRes } = await sdk.chat.completions
+      .create({ model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'x' }], ...({ sessionId: 'cs', useRAG: false } as object) })
+      .withResponse()
+    t.equal(failedRes.status, 200)
+    t.match(failedReply.choices[0], { finish_reason: 'error', message: { content: reply }, error: { code: 502, message: 'Provider went away' } }, 'the SDK gets the reply as it came')
+    t.match(failedReply, { _metadata: { memory: { sessionId: 'cs' } } })
+    t.equal(await messagesOf('cs'), 2, 'the SDK-read JSON reply saved nothing')
+    const failedId = failedRes.headers.get('x-request-id') ?? ''
+    t.match(await lineOf(h, failedId), { level: 'error', status: 200, stream: false, streamFailure: 'upstream_error', errorCode: 'upstream_error', promptTokens: Number })
+    expected.upstream_error = (expected.upstream_error ?? 0) + 1
+    t.same(await failures(h), expected, 'the SDK-read JSON reply counted as upstream_error')
+    const traced = (await (await h.fetch(`/api/v1/requests/${failedId}`)).json()) as { status: number; error: unknown }
+    t.equal(traced.status, 200, 'traced with the status the client got')
+    t.match(traced.error, { code: 'upstream_error', message: String }, 'and the failure')
+    t.notOk(JSON.stringify(traced.error).includes('Provider went away'), "never the upstream's own words")
+    h.mock.enqueue({ reply })
+    const { response: okRes } = await sdk.chat.completions
+      .create({ model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'x' }], ...({ useRAG: false } as object) })
+      .withResponse()
+    const okId = okRes.headers.get('x-request-id') ?? ''
+    const okLine = await lineOf(h, okId)
+    t.equal(okLine.level, 'info')
+    t.notOk('streamFailure' in okLine || 'errorCode' in okLine, 'a completed JSON reply has no failure')
+    t.equal(((await (await h.fetch(`/api/v1/requests/${okId}`)).json()) as { error: unknown }).error, null, 'nor in its trace')
+    t.same(await failures(h), expected, 'nor is it counted')
 
     // Responses: a stream ends with `error` then response.failed, carrying the error the error event's mapping makes,
     // and nothing is stored (neither the response nor the conversation's messages).

@@ -15,7 +15,7 @@ import { callUpstream, readCompletion } from './upstream-call.js'
 import type { Bytes, ChatMessage, Clock, PromptTrace, Tenant, Tokens } from '../types.js'
 import type { Cancel } from '../retrieval/embedder.js'
 import { metadataJson, type Metadata } from './metadata.js'
-import { relayStream, spliceMetadata, SSE_HEADERS, streamFailure, type StreamOutcome, type Usage } from './relay-stream.js'
+import { relayStream, spliceMetadata, SSE_HEADERS, streamFailure, UPSTREAM_REPORTED_FAILURE, type StreamOutcome, type Usage } from './relay-stream.js'
 import { messagesJsonOf, upstreamBody } from './upstream-body.js'
 import { generationFailed, replyFromCompletion } from '../messages/reply.js'
 import { validateChat, type ChatRequest, type ValidationLimits } from './validate.js'
@@ -142,8 +142,13 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
     annotateUsage(ctx.facts, usage)
     // A client that left before its reply arrived did not complete the exchange: nothing is saved.
     if (ctx.clientGone.aborted) throw gatewayError('client_closed_request')
-    if (shouldSave && !generationFailed(completion)) await save(o.planner, tenant, req, prepared, replyFromCompletion(completion))
+    const failed = generationFailed(completion)
+    if (shouldSave && !failed) await save(o.planner, tenant, req, prepared, replyFromCompletion(completion))
     if (ctx.clientGone.aborted) throw gatewayError('client_closed_request')
+    // Choice 0 failed while generating: the client gets the reply as it came, with its 200 (OpenRouter's answer, and
+    // what the contract relays), but the exchange failed. Reported beside the 200 as a stream that failed after its
+    // 200 is (request line, recallgate_stream_failures_total, trace), or it would pass for a success.
+    if (failed) ctx.facts.streamFailure = UPSTREAM_REPORTED_FAILURE
     // The upstream's own text with `_metadata` spliced in, not `JSON.stringify({...completion, _metadata})`: the same
     // JSON value for any parser (a `_metadata` the upstream sent is overridden, as the last duplicate key), without
     // serialising the completion again. Profiled at 32 connections (bench/relay.ts): the stringify was 21 of the 754 µs

@@ -49,12 +49,19 @@ export interface StreamFailure {
   message: string | undefined
 }
 
+/**
+ * The upstream reported its own failure (an error event, or choice 0 failing) and the client got it as it came: the code
+ * an upstream 502 gets, and no message of ours. Also what a chat JSON reply whose choice 0 failed is reported as
+ * (chat/handler.ts), relayed as it came with its 200 as a stream's failure is.
+ */
+export const UPSTREAM_REPORTED_FAILURE: StreamFailure = { reason: 'upstream_error', code: 'upstream_error', message: undefined }
+
 /** The failure an outcome stands for, or undefined for a completed stream. */
 export function streamFailure(outcome: StreamOutcome): StreamFailure | undefined {
   if (outcome.kind === 'completed') return undefined
   if (outcome.kind === 'aborted') return { reason: 'client_gone', code: 'client_closed_request', message: undefined }
   // No error of ours: the upstream sent its own error event, relayed to the client as it came.
-  if (outcome.error === undefined) return { reason: 'upstream_error', code: 'upstream_error', message: undefined }
+  if (outcome.error === undefined) return UPSTREAM_REPORTED_FAILURE
   const e = outcome.error
   const message = e.fromUpstream ? undefined : e.message
   switch (e.code) {

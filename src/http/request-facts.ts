@@ -20,8 +20,9 @@ export class RequestFacts {
   /** The part of the prompt the provider served from its cache. */
   cachedTokens: number | undefined = undefined
   /**
-   * A stream that began (its 200 is on the wire) and did not complete: why, the error code, and our message when the
-   * failure is ours to describe. Reported beside the 200, or a failed stream would pass for a success.
+   * A stream that began (its 200 is on the wire) and did not complete, or a chat JSON reply relayed with its 200 whose
+   * choice 0 failed while generating (`upstream_error`): why, the error code, and our message when the failure is ours
+   * to describe. Reported beside the 200, or a failed exchange would pass for a success.
    */
   streamFailure: { reason: StreamFailureReason; code: string; message: string | undefined } | undefined = undefined
 }
