@@ -368,6 +368,40 @@ t.test('mid-stream failure: error, then response.failed with the items done so f
   t.throws(() => tr.push(text('x')), /phase ended/)
 })
 
+t.test('mid-stream failure with a message or reasoning open: it is closed as incomplete and is in response.failed', async (t) => {
+  // OpenAI gives the item a length limit cut status "incomplete"; a failure cuts the open item the same way, and the
+  // terminal output must equal the output_item.done items, so the text the client was shown is kept in both.
+  for (const asText of [false, true]) {
+    const tr = translator(new Set(), asText)
+    const wire = [...tr.start(), ...tr.push(text('par')), ...tr.push(text('tial')), ...tr.fail({ code: 'upstream_error', message: 'gone' })]
+    // As the client parses it (a snapshot rendered as text is only JSON once encoded).
+    const events = wire.map(encodeEvent).map((f) => JSON.parse(f.split('\n')[1]?.slice('data: '.length) ?? '{}') as Record<string, unknown>)
+    t.strictSame(checkResponseStream(events), [], `asText ${asText}: a well-formed stream`)
+    t.strictSame(types(events).slice(-5), ['response.output_text.done', 'response.content_part.done', 'response.output_item.done', 'error', 'response.failed'])
+    t.match(events.at(-3), { output_index: 0, item: { id: 'msg_1', type: 'message', status: 'incomplete', content: [{ type: 'output_text', text: 'partial' }] } })
+    t.match(terminalResponse(events), { status: 'failed', error: { code: 'upstream_error', message: 'gone' } })
+    t.strictSame(terminalResponse(events).output, [(events.at(-3) as { item: unknown }).item], `asText ${asText}: the output is that item`)
+  }
+
+  const tr = translator()
+  const events = JSON.parse(JSON.stringify([...tr.start(), ...tr.push(chunk({ reasoning: 'Thinking' })), ...tr.fail({ code: 'upstream_error', message: 'gone' })])) as Record<string, unknown>[]
+  t.strictSame(checkResponseStream(events), [])
+  t.match(terminalResponse(events), { status: 'failed', output: [{ type: 'reasoning', summary: [{ type: 'summary_text', text: 'Thinking' }] }] })
+
+  // A call the model was still writing is left open and out: clients run a call when its output_item.done comes.
+  const calls = translator()
+  const withCall = JSON.parse(JSON.stringify([
+    ...calls.start(),
+    ...calls.push(text('Let me look.')),
+    ...calls.push(chunk({ tool_calls: [call(0, { id: 'c', name: 'f', args: '{"q":"par' })] })),
+    ...calls.fail({ code: 'upstream_error', message: 'gone' }),
+  ])) as Record<string, unknown>[]
+  t.strictSame(checkResponseStream(withCall), [])
+  t.notOk(withCall.some((e) => e.type === 'response.output_item.done' && (e.item as { type: string }).type === 'function_call'), 'no done event for the unfinished call')
+  t.match(terminalResponse(withCall), { output: [{ type: 'message', status: 'completed', content: [{ text: 'Let me look.' }] }] })
+  t.equal((terminalResponse(withCall).output as unknown[]).length, 1)
+})
+
 t.test('an OpenRouter error chunk: finish() ends with the error event, the terminal is response.failed', async (t) => {
   const { events, finish } = run([text('Hi'), { id: 'gen-1', error: { code: 502, message: 'Provider disconnected' }, choices: [{ index: 0, delta: { content: '' }, finish_reason: 'error' }] }])
   t.strictSame(checkResponseStream(events), [])

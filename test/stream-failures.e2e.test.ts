@@ -296,8 +296,14 @@ for (const engine of testableEngines(t, 'stream failures')) {
       const events = sseData(r.text).map((d) => JSON.parse(d) as Record<string, unknown>)
       t.same(checkResponseStream(events), [], `${c.name}: a well-formed stream`)
       t.same(events.slice(-2).map((e) => e.type), ['error', 'response.failed'], `${c.name}: ends with error, then response.failed`)
-      const failed = events.at(-1)?.response as { id: string; status: string; error: { code: string; message: string } }
+      const failed = events.at(-1)?.response as { id: string; status: string; error: { code: string; message: string }; output: unknown[] }
       t.equal(failed.status, 'failed')
+      // The message open when the failure came is closed as incomplete, with the text the client was shown, and is in the
+      // failed response's output; a call the model was still writing is left out (clients run calls on output_item.done).
+      if (c.behaviour.toolCalls === undefined) {
+        t.match(failed.output, [{ type: 'message', status: 'incomplete', content: [{ type: 'output_text', text: reply.slice(0, 10) }] }], `${c.name}: the open message, incomplete`)
+        t.equal(failed.output.length, 1)
+      } else t.same(failed.output, [], `${c.name}: the unfinished call left out`)
       t.equal(failed.error.code, 'upstream_error', `${c.name}: the code the error event gets`)
       t.ok(failed.error.message.startsWith(c.message), `${c.name}: ${failed.error.message}`)
       t.match(events.at(-2), { code: 'upstream_error', message: failed.error.message })
@@ -325,10 +331,12 @@ for (const engine of testableEngines(t, 'stream failures')) {
       stream: true,
       ...({ sessionId: 'rs', useRAG: false } as object),
     } as OpenAI.Responses.ResponseCreateParamsStreaming)
+    const seen: OpenAI.Responses.ResponseStreamEvent[] = []
     const rerr = await (async () => {
-      for await (const _ of rstream) void _
+      for await (const e of rstream) seen.push(e)
     })().catch((e: unknown) => e)
     t.type(rerr, Error, 'the SDK raises the failed Responses stream')
+    t.match(seen.at(-1), { type: 'response.output_item.done', item: { type: 'message', status: 'incomplete', content: [{ text: reply.slice(0, 10) }] } }, 'after the open message, closed as incomplete with its text so far')
     t.match((rerr as Error).message, /Provider went away/)
     t.equal(await messagesOf('rs'), 2, 'the SDK-read Responses stream saved nothing')
   })

@@ -7,7 +7,8 @@
  *   push(chunk)  per parsed `chat.completion.chunk`: item and delta events
  *   finish()     closes what is open; the caller then PERSISTS the response, and only then writes
  *   terminal()   response.completed | response.incomplete | response.failed, carrying the whole response
- *   fail(err)    instead of finish/terminal, once SSE has started: `error`, then response.failed
+ *   fail(err)    instead of finish/terminal, once SSE has started: the open message or reasoning item closed as
+ *                `incomplete`, then `error`, then response.failed
  *
  * The rules clients enforce (§4d): one item open at a time, `output_index` contiguous from 0 in the order items are
  * added, `content_part.added` before its deltas, `item_id` the item's id, only official event types, and a terminal
@@ -189,15 +190,27 @@ export class ResponseStreamTranslator {
     return this.#snapshot(type, this.#base(status, [...this.#output], usage, error, incompleteDetails, this.#outputText()))
   }
 
-  /** The stream cannot go on (upstream died, persisting failed): the items already done are the output. */
+  /**
+   * The stream cannot go on (upstream died, choice 0 failed, persisting failed): the items already done, and the message
+   * or reasoning item still open, are the output. The reference (§4c) shows `response.failed` with `output:[…]` and the
+   * recorded OpenAI failures came before any item, so what an open item becomes is our choice: closed with status
+   * `incomplete` (the item status OpenAI gives the message a length limit cut), its text so far kept, since the client
+   * was shown it and the terminal `output` must equal the `output_item.done` items. An open tool call is left open and
+   * out of the output: Codex and the AI SDK run a call when its `output_item.done` comes, and this one the model never
+   * finished (its arguments may be half a JSON value). Calls still buffered and text kept after the calls were never
+   * shown and stay out too.
+   */
   fail(err: ErrorBody & { type?: string }): ResponseEvent[] {
     if (this.#phase === 'new' || this.#phase === 'ended') throw new Error(`ResponseStreamTranslator.fail() after ${this.#phase === 'new' ? 'no start()' : 'the terminal event'}`)
     this.#phase = 'ended'
+    const out: ResponseEvent[] = []
+    if (this.#open !== undefined && this.#open.kind !== 'call') this.#closeOpen(out, true)
     const error = { code: err.code, message: err.message }
-    return [
+    out.push(
       this.#event('error', ev.errorFields(err)),
       this.#snapshot('response.failed', this.#base('failed', [...this.#output], mapUsage(this.#usage), error, null, this.#outputText())),
-    ]
+    )
+    return out
   }
 
   // ---- items ---------------------------------------------------------------------------------------------------
