@@ -341,3 +341,45 @@ for (const engine of testableEngines(t, 'stream failures')) {
     t.equal(await messagesOf('rs'), 2, 'the SDK-read Responses stream saved nothing')
   })
 }
+
+for (const engine of testableEngines(t, 'stream failures: token count calibration')) {
+  t.test(`${engine.name}: a failed stream's usage feeds the token count calibration, as a completed one's does`, async (t) => {
+    // The upstream counts 20 % more prompt tokens than the gateway: what the calibration learns, per model, from usage.
+    const h = await startHarness(t, { engine, mock: { promptTokenFactor: 1.2, behaviour: { reply: 'a reply long enough to come in several chunks', chunkChars: 5 } } })
+    const prompt = 'a long enough prompt to be learned from, with words enough to count. '.repeat(8)
+    const correction = async (model: string): Promise<number | undefined> => {
+      const text = await (await h.fetch('/metrics', { key: null, provider: null })).text()
+      const m = new RegExp(`^recallgate_token_count_correction\\{model="${model.replace('/', '\\/').replaceAll('.', '\\.')}"\\} ([\\d.]+)$`, 'm').exec(text)
+      return m === null ? undefined : Number(m[1])
+    }
+    const client = h.client(KEY_A, { providerKey: PROVIDER_KEY })
+
+    // Chat: choice 0 finishes with "error", then the usage chunk and [DONE] (the SDK reads it to its end).
+    h.mock.enqueue({ choiceError: { afterChunks: 2 } })
+    const chat = await client.chat.completions.create({ model: 'anthropic/claude-3.5-sonnet', stream: true, messages: [{ role: 'user', content: prompt }], ...({ useRAG: false } as object) })
+    let finish: string | null | undefined
+    for await (const c of chat) finish = c.choices[0]?.finish_reason ?? finish
+    t.equal(finish, 'error', 'the stream failed')
+    let chatRatio: number | undefined
+    for (let i = 0; (chatRatio = await correction('anthropic/claude-3.5-sonnet')) === undefined; i++) {
+      if (i === 200) break
+      await new Promise((resolve) => setTimeout(resolve, 25))
+    }
+    t.ok(chatRatio !== undefined && chatRatio > 1, `chat: learned from the failed stream's usage (${String(chatRatio)})`)
+
+    // Responses: the same failure, through the SDK, which raises it.
+    h.mock.enqueue({ choiceError: { afterChunks: 2 } })
+    const responses = await client.responses.create({ model: 'openai/gpt-4o', input: prompt, stream: true, ...({ useRAG: false } as object) } as OpenAI.Responses.ResponseCreateParamsStreaming)
+    const err = await (async () => {
+      for await (const _ of responses) void _
+    })().catch((e: unknown) => e)
+    t.type(err, Error, 'the Responses stream failed')
+    let responsesRatio: number | undefined
+    for (let i = 0; (responsesRatio = await correction('openai/gpt-4o')) === undefined; i++) {
+      if (i === 200) break
+      await new Promise((resolve) => setTimeout(resolve, 25))
+    }
+    t.ok(responsesRatio !== undefined && responsesRatio > 1, `Responses: learned from the failed stream's usage (${String(responsesRatio)})`)
+    t.equal(await correction('openai/gpt-4o-mini'), undefined, 'a model never used has learned nothing')
+  })
+}

@@ -109,6 +109,8 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
     const { sentAt } = call
 
     if (req.stream && call.eventStream) {
+      /** The token count calibration has been fed this stream's usage (see after the relay). */
+      let learned = false
       // relayStream sends these with the first event, or on their own if the upstream has not sent one yet.
       ctx.res.writeHead(200, SSE_HEADERS)
       const outcome = await relayStream({
@@ -125,12 +127,17 @@ export function chatHandler(o: ChatHandlerOptions): Handler {
         },
         onComplete: async (reply, usage) => {
           ctx.facts.upstreamMs = o.clock() - sentAt
+          learned = true
           o.planner.observeUsage(req.model, prepared.countedTokens, usage)
           annotateUsage(ctx.facts, usage)
           if (shouldSave) await save(o.planner, tenant, req, prepared, reply)
         },
       })
       annotateOutcome(ctx.facts, outcome)
+      // A failed stream's usage chunk is the upstream's count of the prompt all the same (a choice that finishes with
+      // `error` is followed by one, as after any finish): learned from, as a JSON reply's is whatever its finish. Not
+      // twice when the failure came after onComplete (a save that failed).
+      if (outcome.kind === 'failed' && !learned) o.planner.observeUsage(req.model, prepared.countedTokens, outcome.usage)
       return
     }
 

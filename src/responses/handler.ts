@@ -80,6 +80,8 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
     if (opening !== undefined && call.eventStream) {
       const { translator } = opening
       let finished: ReturnType<ResponseStreamTranslator['finish']> | undefined
+      /** The token count calibration has been fed this stream's usage (see after the relay). */
+      let learned = false
       ctx.res.writeHead(200, SSE_HEADERS)
       const outcome = await relayStream({
         prefix: opening.text,
@@ -107,6 +109,7 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
         },
         onComplete: async (reply, usage) => {
           ctx.facts.upstreamMs = o.clock() - call.sentAt
+          learned = true
           o.planner.observeUsage(r.model, prepared.countedTokens, usage)
           annotateUsage(ctx.facts, usage)
           const f = finished
@@ -117,6 +120,8 @@ export function responsesHandler(o: ResponsesHandlerOptions): Handler {
         },
       })
       annotateOutcome(ctx.facts, outcome)
+      // As on the chat path: a failed stream's usage is still the upstream's count of the prompt, learned from once.
+      if (outcome.kind === 'failed' && !learned) o.planner.observeUsage(r.model, prepared.countedTokens, outcome.usage)
       return
     }
 
