@@ -7,7 +7,6 @@
  */
 import { isObject, unixSeconds } from '../types.js'
 import { gatewayError } from '../errors.js'
-import { readJsonObject } from '../http/body.js'
 import { sendJsonText } from '../http/respond.js'
 import { storeFailure } from '../http/store-failure.js'
 import type { Handler } from '../http/server.js'
@@ -37,7 +36,7 @@ import type { ResponsesRequest } from './request.js'
 import { fileSearchItem } from './file-search.js'
 import { newId, storedItems, turnMessages } from './state.js'
 import { encodeEvent, encodeEvents, JsonText, ResponseStreamTranslator } from './stream-translator.js'
-import { prepareTurnOf, type PrepareTurnOptions } from './prepare-turn.js'
+import { prepareTurn, type PrepareTurnOptions } from './prepare-turn.js'
 
 export interface ResponsesHandlerOptions extends PrepareTurnOptions {
   upstream: UpstreamClient
@@ -54,9 +53,7 @@ export interface ResponsesHandlerOptions extends PrepareTurnOptions {
 
 export function responsesHandler(o: ResponsesHandlerOptions): Handler {
   return async (ctx) => {
-    const body = await readJsonObject(ctx.req, o.limits.maxBodyBytes)
-    const turned = prepareTurnOf(o, ctx, body)
-    const { tenant, r, authorization, inputItems: input, inputMessages, chatReq, prepared } = turned instanceof Promise ? await turned : turned
+    const { tenant, r, authorization, inputItems: input, inputMessages, chatReq, prepared } = await prepareTurn(o, ctx)
     ctx.trace = prepared.trace
     const id = newId('resp')
     const createdAt = o.now()

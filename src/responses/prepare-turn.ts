@@ -56,21 +56,8 @@ export interface PreparedTurn {
  * session's next prompt (ChatRequest.countOnly); nothing here writes to a store either way.
  */
 export async function prepareTurn(o: PrepareTurnOptions, ctx: RequestContext, opts: { countOnly?: boolean } = {}): Promise<PreparedTurn> {
-  return prepareTurnOf(o, ctx, await readJsonObject(ctx.req, o.limits.maxBodyBytes), opts)
-}
-
-/**
- * prepareTurn for a body already read. A turn that names no stored state (no chain, no conversation, no item
- * reference, no file by id) and whose plan needs no await is prepared synchronously: the handler then takes it
- * without another async frame and its promise hops (≈ 2–3 µs of a plain Responses request's CPU under load).
- */
-export function prepareTurnOf(
-  o: PrepareTurnOptions,
-  ctx: RequestContext,
-  body: Record<string, unknown>,
-  opts: { countOnly?: boolean } = {},
-): PreparedTurn | Promise<PreparedTurn> {
   const tenant = tenantOf(ctx)
+  const body = await readJsonObject(ctx.req, o.limits.maxBodyBytes)
   const header = ctx.req.headers['x-session-id']
   const r = parseResponsesRequest(body, { maxInputItems: o.limits.maxInputItems, maxSessionIdLength: o.limits.maxSessionIdLength }, {
     newId,
@@ -88,30 +75,6 @@ export function prepareTurnOf(
       'previous_response_id cannot be used together with a conversation (or sessionId): choose one of them',
     )
   }
-  const turn: TurnState = { o, ctx, r, tenant, authorization, conversationId, countOnly: opts.countOnly === true }
-  if (r.previousResponseId !== undefined || r.conversationId !== undefined || r.input.some((item) => item.type === 'item_reference') || (o.files !== undefined && namesInputFiles(r.input))) {
-    return prepareStateful(turn)
-  }
-  // With neither a chain nor a conversation, the input is the whole context: nothing is pending before it (with a
-  // sessionId alone, the session's pending calls are not checked).
-  checkCallPairs(r.input, conversationId !== undefined ? undefined : [])
-  return planTurn(turn, r.input, r.input, undefined)
-}
-
-interface TurnState {
-  o: PrepareTurnOptions
-  ctx: RequestContext
-  r: ResponsesRequest
-  tenant: Tenant
-  authorization: string
-  /** The conversation, or the sessionId standing for one. */
-  conversationId: string | undefined
-  countOnly: boolean
-}
-
-/** The turn's context read from the store: the chain, the conversation, the items referenced, the files named. */
-async function prepareStateful(t: TurnState): Promise<PreparedTurn> {
-  const { o, r, tenant, conversationId } = t
   const chain =
     r.previousResponseId === undefined ? undefined : await walkChain(o.responses, tenant.id, r.previousResponseId, o.limits.maxChainTurns, o.chains)
   if (r.conversationId !== undefined && !(await conversationExists(o, tenant, r.conversationId))) {
@@ -130,21 +93,16 @@ async function prepareStateful(t: TurnState): Promise<PreparedTurn> {
   checkCallPairs(input, pendingCalls)
   const resolved =
     o.files !== undefined && namesInputFiles(input)
-      ? await resolveInputFiles(input, new FileQuoter(o.files.texts, tenant.id, await o.files.window(r.model, t.authorization, t.ctx)), 'input')
+      ? await resolveInputFiles(input, new FileQuoter(o.files.texts, tenant.id, await o.files.window(r.model, authorization, ctx)), 'input')
       : input
-  return planTurn(t, input, resolved, chain)
-}
-
-/** The items as chat messages after the instructions, packed by the chat planner. */
-function planTurn(t: TurnState, input: ResponseItem[], resolved: ResponseItem[], chain: Chain | undefined): PreparedTurn | Promise<PreparedTurn> {
-  const { r } = t
   const inputMessages = itemsToMessages(resolved)
   const messages: ChatMessage[] =
     r.instructions === null || r.instructions === '' ? inputMessages : [{ role: 'system', content: r.instructions }, ...inputMessages]
-  const chatReq = chatRequestOf(r, messages, t.conversationId, chain, t.countOnly)
-  const planned = t.o.planner.prepare(t.tenant, chatReq, t.authorization, t.ctx)
-  const turn = (prepared: PreparedChat): PreparedTurn => ({ tenant: t.tenant, r, authorization: t.authorization, inputItems: input, inputMessages, chatReq, prepared })
-  return planned instanceof Promise ? planned.then(turn) : turn(planned)
+  const chatReq = chatRequestOf(r, messages, conversationId, chain, opts.countOnly === true)
+
+  const planned = o.planner.prepare(tenant, chatReq, authorization, ctx)
+  const prepared = planned instanceof Promise ? await planned : planned
+  return { tenant, r, authorization, inputItems: input, inputMessages, chatReq, prepared }
 }
 
 /** The chat the planner packs: the request's messages after the chain's (or the conversation's) history. */
