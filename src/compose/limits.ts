@@ -11,7 +11,7 @@ import type { Logger } from '../log.js'
 import type { Metrics } from '../metrics.js'
 import type { ReadinessCheck } from '../routes/ready.js'
 import type { KeyStore } from '../storage/interface.js'
-import { openRedis, type RedisStore } from '../storage/redis.js'
+import type { RedisStore } from '../storage/redis.js'
 import type { Clock } from '../types.js'
 import type { Closers } from './closers.js'
 
@@ -41,6 +41,9 @@ export async function openLimits(opts: {
   const local = new RateLimiter({ limits: config.rateLimits, maxKeys: config.rateLimitMaxKeys, clock })
   if (config.redisUrl === undefined) return { authenticator, authFailures, limiter: local, readiness: [] }
 
+  // ioredis is imported only when REDIS_URL is set: an idle gateway that had imported it and pg (open-stores.ts) without
+  // using either was 10–20 MB larger (docs/benchmarks.md, "Idle RSS").
+  const { openRedis } = await import('../storage/redis.js')
   const redis = await openRedis({
     url: config.redisUrl,
     timeout: config.redisTimeout,

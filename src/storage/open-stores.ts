@@ -11,16 +11,6 @@ import { ConversationRepo } from './conversation-repo.js'
 import { FileRepo } from './file-repo.js'
 import type { ConversationStore, FileStore, KeyStore, RecallStore, ResponseStore, SessionStore, TraceStore, UsageStore } from './interface.js'
 import { KeyRepo } from './key-repo.js'
-import { PgConversationStore } from './postgres/conversation-store.js'
-import { PgFileStore } from './postgres/file-store.js'
-import { PgKeyStore } from './postgres/key-store.js'
-import { PgRecallStore } from './postgres/recall-store.js'
-import { migrate } from './postgres/migrations.js'
-import { Pg } from './postgres/pool.js'
-import { PgResponseStore } from './postgres/response-store.js'
-import { PgSessionStore } from './postgres/session-store.js'
-import { PgTraceStore } from './postgres/trace-store.js'
-import { PgUsageStore } from './postgres/usage-store.js'
 import { RecallRepo } from './recall-repo.js'
 import { ResponseRepo } from './response-repo.js'
 import { SessionRepo } from './session-repo.js'
@@ -96,6 +86,22 @@ export async function openStores(o: OpenStoresOptions): Promise<Stores> {
     }
   }
   const log = o.log ?? (() => {})
+  // PostgreSQL's modules (pg and the stores over it) are imported only when DATABASE_URL is set: an LMDB gateway never
+  // runs them, and one that had imported them and ioredis (compose/limits.ts) was 10–20 MB larger at idle (their
+  // loading also grew V8's new space to its maximum; docs/benchmarks.md, "Idle RSS").
+  const [{ Pg }, { migrate }, { PgKeyStore }, { PgSessionStore }, { PgResponseStore }, { PgConversationStore }, { PgUsageStore }, { PgTraceStore }, { PgFileStore }, { PgRecallStore }] =
+    await Promise.all([
+      import('./postgres/pool.js'),
+      import('./postgres/migrations.js'),
+      import('./postgres/key-store.js'),
+      import('./postgres/session-store.js'),
+      import('./postgres/response-store.js'),
+      import('./postgres/conversation-store.js'),
+      import('./postgres/usage-store.js'),
+      import('./postgres/trace-store.js'),
+      import('./postgres/file-store.js'),
+      import('./postgres/recall-store.js'),
+    ])
   const pg = new Pg({
     url: o.databaseUrl,
     poolSize: o.databasePoolSize,
