@@ -178,7 +178,6 @@ function boundedMessage(m: string): string {
   return m.length > 300 ? `${m.slice(0, 299)}…` : m
 }
 
-
 /**
  * Server faults are errors; everything a client caused (4xx) is normal traffic and logs at info. A stream that failed
  * after its 200 is a fault too, unless it was the client that left.

@@ -143,4 +143,3 @@ export function isArray<T>(v: T): v is Extract<T, readonly unknown[]> {
 export function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v)
 }
-

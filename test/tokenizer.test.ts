@@ -51,7 +51,7 @@ t.test('chatTokens equals encodeChat for random chats, per encoding and chat for
         let fromContent = counter.chatOverhead(model)
         for (const m of chat) {
           sum += counter.messageTokens(m, model)
-          fromContent += counter.messageTokensFromContent(m.role, counter.textTokens(m.content, model), model)
+          fromContent += counter.messageTokensFromContent(counter.textTokens(m.content, model), model)
         }
         return sum === expected && fromContent === expected
       }),
@@ -119,7 +119,7 @@ t.test('storedMessageTokens uses the stored o200k count, and recounts only for c
   // A deliberately wrong stored count proves the o200k path does not tokenize.
   const stored = { role: 'user' as const, message: { role: 'user' as const, content }, tokens: 1000 }
   const gpt4o = 'openai/gpt-4o'
-  t.equal(counter.storedMessageTokens(stored, gpt4o), counter.messageTokensFromContent('user', 1000, gpt4o))
+  t.equal(counter.storedMessageTokens(stored, gpt4o), counter.messageTokensFromContent(1000, gpt4o))
   t.equal(counter.storedMessageTokens(stored, 'anthropic/claude-3-haiku'), 1000 + 4)
   t.equal(
     counter.storedMessageTokens(stored, 'openai/gpt-4'),

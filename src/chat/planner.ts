@@ -261,7 +261,7 @@ export class Planner implements ChatPlanner {
                 if (!chunkCountsApply) return renderContextMessage(chosen)
                 // The block's count summed from the chunks' stored (o200k) counts, remembered for the packer's count.
                 const { message, tokens } = renderCounted(chosen)
-                counted.set(message, o.counter.messageTokensFromContent(message.role, tokens, model))
+                counted.set(message, o.counter.messageTokensFromContent(tokens, model))
                 return message
               },
             },

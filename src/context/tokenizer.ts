@@ -5,7 +5,7 @@
  *
  * Exactness: for OpenAI models `chatTokens` equals gpt-tokenizer's `encodeChat(...).length` for the same encoding and
  * chat format. encodeChat encodes every message's content on its own and frames it with fixed special tokens, so a
- * chat's count is additive: `chatOverhead + Σ (framing(role) + contentTokens)`. That is what lets history be counted
+ * chat's count is additive: `chatOverhead + Σ (perMessage + contentTokens)`. That is what lets history be counted
  * from the content counts stored at write time instead of re-tokenizing it on every request. The framing is the
  * library's (`scheme` below, checked against `encodeChat` by the tests). User text may contain `<|endoftext|>`,
  * `<|im_start|>` and friends: they are plain text to us (that is also what the provider does with them in message
@@ -27,15 +27,14 @@ export type EncodingName = 'o200k_base' | 'cl100k_base'
 /** Encoding of the content token counts stored with every message (and chunk). */
 export const STORED_ENCODING: EncodingName = 'o200k_base'
 
-const ROLES: readonly Role[] = ['developer', 'system', 'user', 'assistant', 'tool', 'function']
-
 /** How one family of models turns a chat into tokens. */
 interface Scheme {
   readonly encoding: EncodingName
   /** The gpt-tokenizer chat model whose format this is (what `chatTokens` is checked against). */
   readonly referenceModel: 'gpt-4o' | 'gpt-4' | 'gpt-3.5-turbo'
   readonly count: (text: string) => Tokens
-  readonly framing: Readonly<Record<Role, Tokens>>
+  /** Tokens each message adds besides its content: the same for every role in these formats. */
+  readonly perMessage: Tokens
   readonly overhead: Tokens
 }
 
@@ -48,9 +47,7 @@ interface Scheme {
  * that cost). test/tokenizer.test.ts measures them from `encodeChat` and fails if the library frames otherwise.
  */
 function scheme(encoding: EncodingName, referenceModel: Scheme['referenceModel'], count: (text: string) => Tokens, overhead: Tokens, perMessage: Tokens): Scheme {
-  const framing = {} as Record<Role, Tokens>
-  for (const role of ROLES) framing[role] = perMessage
-  return { encoding, referenceModel, count, framing, overhead }
+  return { encoding, referenceModel, count, perMessage, overhead }
 }
 
 // o200k content is counted through the cache of pieces (token-count.ts, equal to the library's count): a request's
@@ -151,7 +148,7 @@ export class TokenCounter {
    */
   messageTokens(m: ChatMessage, model: string): Tokens {
     const s = this.#info(model).scheme
-    return s.framing[m.role] + contentTokens(m, s.count, this.#media)
+    return s.perMessage + contentTokens(m, s.count, this.#media)
   }
 
   /** A message's tokens without framing, in the stored encoding (o200k): stored with each saved message. */
@@ -160,8 +157,8 @@ export class TokenCounter {
   }
 
   /** Same as messageTokens, from an already known content count (same encoding as the model's): no tokenizing. */
-  messageTokensFromContent(role: Role, contentTokens: Tokens, model: string): Tokens {
-    return this.#info(model).scheme.framing[role] + contentTokens
+  messageTokensFromContent(contentTokens: Tokens, model: string): Tokens {
+    return this.#info(model).scheme.perMessage + contentTokens
   }
 
   /**
@@ -170,13 +167,13 @@ export class TokenCounter {
    */
   storedMessageTokens(m: { role: Role; message: ChatMessage; tokens: Tokens }, model: string): Tokens {
     const s = this.#info(model).scheme
-    if (s.encoding === STORED_ENCODING) return s.framing[m.role] + m.tokens
+    if (s.encoding === STORED_ENCODING) return s.perMessage + m.tokens
     let content = this.#cl100kCounts.get(m)
     if (content === undefined) {
       content = contentTokens(m.message, s.count, this.#media)
       this.#cl100kCounts.set(m, content)
     }
-    return s.framing[m.role] + content
+    return s.perMessage + content
   }
 
   /**
@@ -209,7 +206,7 @@ export class TokenCounter {
   chatTokens(messages: readonly ChatMessage[], model: string): Tokens {
     const s = this.#info(model).scheme
     let total = s.overhead
-    for (const m of messages) total += s.framing[m.role] + contentTokens(m, s.count, this.#media)
+    for (const m of messages) total += s.perMessage + contentTokens(m, s.count, this.#media)
     return total
   }
 

@@ -277,7 +277,7 @@ export class SessionRecall implements RecallIndexer {
     ctx: { room: Tokens; recent: ReadonlySet<number>; oldestRecentSeq: number | undefined; nextSeq?: number },
     model: string,
   ): RecallBlock | undefined {
-    const budget = Math.min(ctx.room, this.#maxTokens) - this.#counter.messageTokensFromContent(BLOCK_ROLE, 0, model)
+    const budget = Math.min(ctx.room, this.#maxTokens) - this.#counter.messageTokensFromContent(0, model)
     if (budget <= 0) return undefined
     let counting: BlockCounting
     if (this.#counter.encodingFor(model) === STORED_ENCODING) counting = { piece: (text) => this.#piece(text), line: (t) => t.line }
@@ -299,7 +299,7 @@ export class SessionRecall implements RecallIndexer {
     return {
       message: { role: BLOCK_ROLE, content: block.content },
       seqs: block.seqs,
-      tokens: this.#counter.messageTokensFromContent(BLOCK_ROLE, block.tokens, model),
+      tokens: this.#counter.messageTokensFromContent(block.tokens, model),
       // Sent again: where it was first sent; new: after the history, then before the turns saved after it.
       before: block.again === true && c.previous !== undefined ? c.previous.before : ctx.nextSeq,
     }
