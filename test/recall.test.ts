@@ -3,7 +3,7 @@
  * the save aborts), pruning and deletion, tenants, restart, the rendered block (chronological, dated, fenced,
  * neighbours, deduplicated against the recent window) and its token count, exact without re-tokenizing.
  */
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
@@ -307,6 +307,32 @@ t.test('after a restart the index is rebuilt from LMDB', async (t) => {
   const s = setup(t, { dir })
   const block = select(s, await s.recall.search('ta', 's1', 'what does the cat Bartholomew eat', 2000))
   t.match(block?.message.content, /only eats sardines/)
+})
+
+t.test('with the local embedder no session graph is kept (nothing ranks by vector); a vector weight above 0 keeps one', async (t) => {
+  const graphs = (dir: string): string[] => readdirSync(join(dir, 'recall')).filter((f) => f.endsWith('.hnsw'))
+  const lexical = setup(t)
+  await longSession(lexical, 'ta', 's1', 12, 5)
+  const before = select(lexical, await lexical.recall.search('ta', 's1', 'what does the cat Bartholomew eat', 2000))
+  t.match(before?.message.content, /only eats sardines/, 'recalled by BM25')
+  await lexical.recall.close()
+  t.same(graphs(lexical.dir), [], 'no graph file written')
+
+  const weighted = setup(t, { recall: { tuning: { vectorWeight: 1 } } })
+  await longSession(weighted, 'ta', 's1', 12, 5)
+  const found = select(weighted, await weighted.recall.search('ta', 's1', 'what does the cat Bartholomew eat', 2000))
+  t.match(found?.message.content, /only eats sardines/)
+  await weighted.recall.close()
+  await weighted.store.close()
+  t.equal(graphs(weighted.dir).length, 1, "the session's graph saved")
+
+  // That directory opened again at weight 0 (the default): the graph left there goes at the session's next save,
+  // and recall still finds the planted turn (BM25 rebuilt from the stored messages).
+  const reopened = setup(t, { dir: weighted.dir })
+  t.match(select(reopened, await reopened.recall.search('ta', 's1', 'Bartholomew sardines', 2000))?.message.content, /only eats sardines/)
+  await reopened.repo.appendExchange('ta', 's1', filler(99))
+  await reopened.recall.close()
+  t.same(graphs(weighted.dir), [], 'the old graph file removed')
 })
 
 t.test('an embedder failure saves the exchange unindexed and is reported; recall goes on', async (t) => {

@@ -175,6 +175,9 @@ export class SessionRecall implements RecallIndexer {
       maxDocsPerNamespace: o.maxMessagesPerSession,
       // Each search asks for exactly the k it needs (SearchIndex reads max(k, candidates) deep).
       candidates: 1,
+      // No graph when nothing ranks by vector (the local embedder's default weight 0): each saved turn's insertion into
+      // its session's graph, and the graph files' writes and loads, were work no search read.
+      graph: this.#tuning.vectorWeight > 0,
       hnsw: o.hnsw,
       onSaveError: (err, file) => this.#onError(err, `saving ${file}`),
       ...(o.cacheRoom ? { cacheRoom: o.cacheRoom } : {}),

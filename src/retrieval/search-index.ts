@@ -202,6 +202,13 @@ export interface SearchIndexOptions {
    * Default 0: relevance is the share of the query's terms alone.
    */
   phraseWeight?: number
+  /**
+   * Whether the namespaces keep an HNSW graph of their vectors. False for an owner that never ranks by vector (session
+   * recall with the local embedder, whose vector weight is 0): the vectors stay in the store, but no graph is built,
+   * inserted into, loaded or saved, and a graph file left from before is removed at the next save. A search in
+   * 'vector' mode then finds nothing, and 'hybrid' ranks by BM25 alone. Default true.
+   */
+  graph?: boolean
 }
 
 interface Entry {
@@ -254,6 +261,7 @@ export class SearchIndex {
   /** Which analysis made those terms: a terms file made by another is not used. */
   readonly #analyzerId: string
   readonly #phraseWeight: number
+  readonly #graph: boolean
   readonly #loaded: LRUCache<string, Entry>
   readonly #onSaveError: (err: unknown, file: string) => void
   readonly #cacheRoom: ((bytes: number) => Promise<boolean>) | undefined
@@ -284,6 +292,7 @@ export class SearchIndex {
     this.#lexical = opts.foldTerms === true ? foldTerms : (terms) => terms
     this.#analyzerId = `${ANALYZER_ID}${opts.foldTerms === true ? '+fold' : ''}`
     this.#phraseWeight = opts.phraseWeight ?? 0
+    this.#graph = opts.graph ?? true
     this.#onSaveError =
       opts.onSaveError ?? ((err, file) => process.emitWarning(`recallgate: could not save ${file}: ${String(err)}`, 'IndexSaveWarning'))
     this.#cacheRoom = opts.cacheRoom
@@ -460,15 +469,7 @@ export class SearchIndex {
   applyAdd(namespace: string, fromVersion: number, meta: NamespaceMeta, docs: ReadonlyArray<AddedIndexDoc>): Promise<void> {
     return this.#apply(namespace, fromVersion, meta, async (entry) => {
       const slicer = new TimeSlicer(this.#sliceMs)
-      // An emptied namespace may start over with another embedder (another dimension): start a fresh graph then.
-      if (entry.vectors === null || entry.refs.size === 0 || entry.vectors.dimension !== meta.dimension) {
-        entry.vectors = VectorIndex.create(meta.dimension, this.#hnsw, Math.max(1024, docs.length))
-        entry.fresh.clear()
-      }
-      const vectors = entry.vectors
-      // Over the bound: what is waiting goes into the graph first, then whatever of this addition does not fit.
-      if (entry.fresh.size > 0 && entry.fresh.size + docs.length > this.#maxFresh) await this.#drainNow(entry, vectors, slicer)
-      const direct = Math.max(0, docs.length - this.#maxFresh)
+      const wasEmpty = entry.refs.size === 0
       // Per coded file (normally one): its vocabulary's BM25 term ids, made once.
       const termIds = new Map<CodedTerms, Uint32Array>()
       for (const d of docs) {
@@ -483,18 +484,39 @@ export class SearchIndex {
         entry.refs.set(d.label, d.ref)
         if (slicer.due()) await slicer.pause()
       }
-      // Graph insertions back to back, not interleaved with BM25's, so the graph's hot nodes stay in cache between them
-      // (with chunk-terms.ts: −3% ingestion CPU at 20k chunks).
-      for (let i = 0; i < docs.length; i++) {
-        const d = docs[i] as AddedIndexDoc
-        if (i < direct) vectors.add(d.label, d.vector)
-        else entry.fresh.add(d.label, d.vector)
-        if (slicer.due()) await slicer.pause()
-      }
-      // Queued behind this change (and any queued meanwhile), ahead of later ones: the next addition and every save
-      // of this namespace wait for the graph to hold these vectors.
-      if (entry.fresh.size > 0) void this.#enqueue(entry, () => this.#drain(namespace, entry))
+      if (this.#graph) await this.#addVectors(namespace, entry, meta, docs, wasEmpty, slicer)
     })
+  }
+
+  /** applyAdd's vectors: into the fresh set, or (what the bound leaves over) straight into the graph. */
+  async #addVectors(
+    namespace: string,
+    entry: Entry,
+    meta: NamespaceMeta,
+    docs: ReadonlyArray<AddedIndexDoc>,
+    wasEmpty: boolean,
+    slicer: TimeSlicer,
+  ): Promise<void> {
+    // An emptied namespace may start over with another embedder (another dimension): start a fresh graph then.
+    if (entry.vectors === null || wasEmpty || entry.vectors.dimension !== meta.dimension) {
+      entry.vectors = VectorIndex.create(meta.dimension, this.#hnsw, Math.max(1024, docs.length))
+      entry.fresh.clear()
+    }
+    const vectors = entry.vectors
+    // Over the bound: what is waiting goes into the graph first, then whatever of this addition does not fit.
+    if (entry.fresh.size > 0 && entry.fresh.size + docs.length > this.#maxFresh) await this.#drainNow(entry, vectors, slicer)
+    const direct = Math.max(0, docs.length - this.#maxFresh)
+    // Graph insertions back to back, not interleaved with BM25's, so the graph's hot nodes stay in cache between them
+    // (with chunk-terms.ts: −3% ingestion CPU at 20k chunks).
+    for (let i = 0; i < docs.length; i++) {
+      const d = docs[i] as AddedIndexDoc
+      if (i < direct) vectors.add(d.label, d.vector)
+      else entry.fresh.add(d.label, d.vector)
+      if (slicer.due()) await slicer.pause()
+    }
+    // Queued behind this change (and any queued meanwhile), ahead of later ones: the next addition and every save
+    // of this namespace wait for the graph to hold these vectors.
+    if (entry.fresh.size > 0) void this.#enqueue(entry, () => this.#drain(namespace, entry))
   }
 
   /** The BM25 term id of each term of a coded file's vocabulary (folded as every BM25 term is), in slices. */
@@ -661,8 +683,8 @@ export class SearchIndex {
       let termsRead = false
       if (meta !== undefined && meta.count > 0) {
         const expected = { dimension: meta.dimension, version: meta.version, count: meta.count, epoch: meta.epoch }
-        const current = await VectorIndex.load(entry.file, expected, this.#hnsw)
-        rebuilt = current === undefined
+        const current = this.#graph ? await VectorIndex.load(entry.file, expected, this.#hnsw) : undefined
+        rebuilt = this.#graph && current === undefined
         // A large graph is rebuilt in a worker thread while the documents go into BM25 here.
         const stop = new AbortController()
         const offThread = rebuilt && meta.count >= this.#graphWorkerMin ? this.#buildVectorsOffThread(namespace, entry, meta, pause, stop.signal) : undefined
@@ -687,7 +709,7 @@ export class SearchIndex {
           await offThread?.catch(() => undefined)
           throw err
         }
-        entry.vectors = current ?? (await (offThread ?? this.#buildVectors(namespace, meta, pause)))
+        if (this.#graph) entry.vectors = current ?? (await (offThread ?? this.#buildVectors(namespace, meta, pause)))
       }
       const now = await this.#source.meta(namespace)
       if ((now?.version ?? 0) !== entry.version || now?.epoch !== entry.epoch) continue
@@ -851,13 +873,15 @@ export class SearchIndex {
         for (const { label, text, vector } of await src.added(namespace, adds.slice(i, i + CATCH_UP_BATCH))) {
           const ref = refs.get(label)
           if (ref === undefined || entry.refs.has(label)) continue
-          if (entry.vectors === null || entry.vectors.dimension !== meta.dimension) {
-            entry.vectors = VectorIndex.create(meta.dimension, this.#hnsw)
-            entry.fresh.clear()
-          }
           entry.bm25.add(label, this.#terms(text))
           entry.refs.set(label, ref)
-          entry.vectors.add(label, vector)
+          if (this.#graph) {
+            if (entry.vectors === null || entry.vectors.dimension !== meta.dimension) {
+              entry.vectors = VectorIndex.create(meta.dimension, this.#hnsw)
+              entry.fresh.clear()
+            }
+            entry.vectors.add(label, vector)
+          }
           if (slicer.due()) await slicer.pause()
         }
       }
@@ -930,6 +954,13 @@ export class SearchIndex {
     return saveTerms(termsFile(entry.file), state, snapshot)
   }
 
+  /** `#save` when no graph is kept: the terms file alone, and no graph file (one left from a build that kept graphs). */
+  async #saveWithoutGraph(entry: Entry, terms: { snapshot: TermsSnapshot; bytes: number } | undefined): Promise<void> {
+    VectorIndex.remove(entry.file)
+    if (terms === undefined || (this.#cacheRoom !== undefined && !(await this.#cacheRoom(terms.bytes)))) removeTerms(termsFile(entry.file))
+    else await this.#writeTerms(entry, terms.snapshot)
+  }
+
   #removeFiles(graph: string): void {
     VectorIndex.remove(graph)
     removeTerms(termsFile(graph))
@@ -944,7 +975,8 @@ export class SearchIndex {
       mkdirSync(this.#dir, { recursive: true })
       // Taken now, in the entry's queue: the state the graph is saved at (no change runs until this save is done).
       const terms = entry.refs.size >= this.#termsFileMin ? this.#termsOf(entry) : undefined
-      if (entry.vectors === null || entry.refs.size === 0) this.#removeFiles(entry.file)
+      if (!this.#graph) await this.#saveWithoutGraph(entry, terms)
+      else if (entry.vectors === null || entry.refs.size === 0) this.#removeFiles(entry.file)
       else if (this.#cacheRoom !== undefined && !(await this.#cacheRoom(entry.vectors.fileBytes() + (terms?.bytes ?? 0)))) {
         this.#removeFiles(entry.file)
         entry.dirty = true
