@@ -162,7 +162,7 @@ t.test('a deleted file is never returned again, and its records are gone', async
 
 t.test('restart: a removed, corrupt or stale index file is rebuilt from LMDB', async (t) => {
   const dir = tempDir(t)
-  let s = openKb(dir)
+  let s = openKb(dir, { graphMin: 0 })
   const first = await s.kb.ingest('t', upload('one.txt', `${filler('rivers', 8)}\n\nThe river guide is called TAMSIN.`))
   await s.close()
   const [file] = indexFiles(dir)
@@ -171,7 +171,7 @@ t.test('restart: a removed, corrupt or stale index file is rebuilt from LMDB', a
 
   // Removed.
   rmSync(file!)
-  s = openKb(dir)
+  s = openKb(dir, { graphMin: 0 })
   await s.kb.init()
   t.ok(existsSync(file!), 'rebuilt and saved at init')
   t.equal((await s.kb.search('t', query, 1, 'vector'))[0]?.file_id, first.id, 'vector search works after rebuild')
@@ -181,7 +181,7 @@ t.test('restart: a removed, corrupt or stale index file is rebuilt from LMDB', a
   const bytes = readFileSync(file!)
   for (let i = Math.floor(bytes.length / 2); i < bytes.length / 2 + 64; i++) bytes[i] = (bytes[i] as number) ^ 0xff
   writeFileSync(file!, bytes)
-  s = openKb(dir)
+  s = openKb(dir, { graphMin: 0 })
   await s.kb.init()
   t.not(readFileSync(file!).equals(bytes), true, 'the corrupt file was replaced')
   t.equal((await s.kb.search('t', query, 1, 'vector'))[0]?.file_id, first.id)
@@ -189,19 +189,19 @@ t.test('restart: a removed, corrupt or stale index file is rebuilt from LMDB', a
 
   // Truncated.
   writeFileSync(file!, readFileSync(file!).subarray(0, 100))
-  s = openKb(dir)
+  s = openKb(dir, { graphMin: 0 })
   t.equal((await s.kb.search('t', query, 1, 'vector'))[0]?.file_id, first.id, 'lazy load on first search rebuilds too')
   await s.close()
 
   // Stale: an older file (and sidecar) put back after another upload.
   copyFileSync(file!, `${file}.old`)
   copyFileSync(`${file}.json`, `${file}.json.old`)
-  s = openKb(dir)
+  s = openKb(dir, { graphMin: 0 })
   const second = await s.kb.ingest('t', upload('two.txt', 'The mountain guide is called EIRLYS.'))
   await s.close()
   copyFileSync(`${file}.old`, file!)
   copyFileSync(`${file}.json.old`, `${file}.json`)
-  s = openKb(dir)
+  s = openKb(dir, { graphMin: 0 })
   t.teardown(s.close)
   await s.kb.init()
   t.equal((await s.kb.search('t', 'Who is the mountain guide?', 1, 'vector'))[0]?.file_id, second.id, 'stale file rebuilt: newer upload found')

@@ -56,7 +56,7 @@ function setup(t: Test, maxLoaded = 8) {
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
   const source = new MemorySource()
   const saveErrors: unknown[] = []
-  const index = new SearchIndex({ dir, source, embedder, maxLoaded, saveDelay: 60_000, onSaveError: (err) => saveErrors.push(err) })
+  const index = new SearchIndex({ dir, source, embedder, maxLoaded, graphMin: 0, saveDelay: 60_000, onSaveError: (err) => saveErrors.push(err) })
   t.teardown(() => index.close())
   return { dir, source, index, saveErrors }
 }
@@ -115,6 +115,44 @@ t.test('LRU: evicting a changed namespace saves its graph; reloading uses it; dr
   t.equal(files().length, 2, 'dropping deletes the graph file')
 })
 
+t.test('a namespace below graphMin keeps no graph: searched exactly, nothing saved; past it, a graph ranks the same', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'rag-si-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const source = new MemorySource()
+  const open = () => new SearchIndex({ dir, source, embedder, saveDelay: 60_000, graphMin: 8 })
+  const graphs = () => readdirSync(dir).filter((f) => f.endsWith('.hnsw'))
+  const topics = ['rivers and boats', 'mountain huts', 'desert wells', 'forest trails', 'island ferries', 'city trams', 'canal locks']
+  let index = open()
+  await index.load('n')
+  const c = await source.add('n', topics)
+  await index.applyAdd('n', c.from, c.meta, c.docs)
+  const small = await index.search('n', 'desert wells', 7, 'vector')
+  t.equal(small[0]?.label, 2, 'the nearest vector first')
+  t.equal(small.length, 7, 'every vector compared with the query')
+  await index.flush()
+  t.same(graphs(), [], 'no graph file for 7 vectors')
+
+  // Reloaded from the source, still below: exact again, the same ranking.
+  await index.close()
+  index = open()
+  t.same(await index.search('n', 'desert wells', 7, 'vector'), small, 'the same hits after a reload')
+
+  // An addition takes it to 8: a graph, the exact set drained into it, the same nearest neighbours.
+  const more = await source.add('n', ['harbour cranes'])
+  await index.applyAdd('n', more.from, more.meta, more.docs)
+  await index.idle()
+  const big = await index.search('n', 'desert wells', 8, 'vector')
+  t.equal(big.length, 8)
+  t.same(
+    big.filter((h) => h.label !== 7).map((h) => h.label),
+    small.map((h) => h.label),
+    'the graph ranks the first seven as the exact scan did',
+  )
+  await index.flush()
+  t.equal(graphs().length, 1, 'the graph saved')
+  await index.close()
+})
+
 t.test('a failed save is reported, not thrown (the graph is only a cache of LMDB)', async (t) => {
   const { dir, source, index, saveErrors } = setup(t)
   await index.load('s')
@@ -144,7 +182,7 @@ t.test('a first use loads that namespace only; loading and applying run in slice
   await source.add('big', Array.from({ length: 300 }, (_, i) => `document ${i} about rivers and bridges`))
   await source.add('small', ['a note about lighthouses'])
   // sliceMs 0: pause after every step, so "the event loop ran in between" does not depend on this machine's speed.
-  const index = new SearchIndex({ dir, source, embedder, saveDelay: 60_000, sliceMs: 0 })
+  const index = new SearchIndex({ dir, source, embedder, graphMin: 0, saveDelay: 60_000, sliceMs: 0 })
   t.teardown(() => index.close())
 
   const big = [index.search('big', 'rivers', 1), index.search('big', 'bridges', 1)]
@@ -190,7 +228,7 @@ t.test('documents given as a file\'s coded terms rank and score as the same docu
   const source = new MemorySource()
   // Accents and final e's are folded for BM25 (two spellings, one term), one chunk has no terms, terms repeat across chunks.
   const texts = ['Möngke renounced the throne.', '...', 'Mongke and the café renounce nothing; the cafe was closed.', 'The throne of Möngke, the throne.']
-  const opened = [false, true].map((coded) => new SearchIndex({ dir: join(dir, String(coded)), source, embedder, saveDelay: 60_000, foldTerms: true }))
+  const opened = [false, true].map((coded) => new SearchIndex({ dir: join(dir, String(coded)), source, embedder, graphMin: 0, saveDelay: 60_000, foldTerms: true }))
   for (const index of opened) t.teardown(() => index.close())
   const [asText, asCoded] = opened as [SearchIndex, SearchIndex]
   await asText.load('s')
@@ -212,9 +250,9 @@ t.test('an addition answers before its graph insertions: each vector is searchab
   const source = new MemorySource()
   const texts = Array.from({ length: 120 }, (_, i) => `note ${i} on ${['rivers', 'bridges', 'canals', 'harbours'][i % 4]} and ${i % 7} locks`)
   // sliceMs 0: the background drain pauses after every insertion, so searches land between its steps.
-  const index = new SearchIndex({ dir, source, embedder, saveDelay: 60_000, sliceMs: 0 })
+  const index = new SearchIndex({ dir, source, embedder, graphMin: 0, saveDelay: 60_000, sliceMs: 0 })
   // The graph alone (maxFresh 0: every insertion before applyAdd resolves), fed the same change.
-  const graphOnly = new SearchIndex({ dir: join(dir, 'graph-only'), source, embedder, saveDelay: 60_000, maxFresh: 0 })
+  const graphOnly = new SearchIndex({ dir: join(dir, 'graph-only'), source, embedder, graphMin: 0, saveDelay: 60_000, maxFresh: 0 })
   t.teardown(() => graphOnly.close())
   t.teardown(() => index.close())
   await index.load('s')
@@ -255,7 +293,7 @@ t.test('no room on the disk for a graph: the save is skipped, the stale file rem
     asked.push(bytes)
     return room
   }
-  const index = new SearchIndex({ dir, source, embedder, saveDelay: 60_000, cacheRoom })
+  const index = new SearchIndex({ dir, source, embedder, graphMin: 0, saveDelay: 60_000, cacheRoom })
   t.teardown(() => index.close())
   const graphs = () => readdirSync(dir).filter((f) => f.endsWith('.hnsw') || f.endsWith('.hnsw.json'))
   await index.load('s')
@@ -282,7 +320,7 @@ t.test('a graph is saved only with every vector of the version it claims, and th
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
   const source = new MemorySource()
   // saveDelay 0: a timed save comes due while the vectors are still draining (one insertion per slice).
-  const index = new SearchIndex({ dir, source, embedder, saveDelay: 0, sliceMs: 0 })
+  const index = new SearchIndex({ dir, source, embedder, graphMin: 0, saveDelay: 0, sliceMs: 0 })
   await index.load('s')
   const c = await source.add('s', Array.from({ length: 80 }, (_, i) => `line ${i} about lighthouses`))
   await index.applyAdd('s', c.from, c.meta, c.docs)
@@ -292,7 +330,7 @@ t.test('a graph is saved only with every vector of the version it claims, and th
   const side = readdirSync(dir).filter((f) => f.endsWith('.hnsw.json'))
   t.equal(side.length, 1, 'saved')
   t.match(JSON.parse(readFileSync(join(dir, side[0] as string), 'utf8')), { version: 1, count: 80, deleted: 0 }, 'with every vector of version 1')
-  const again = new SearchIndex({ dir, source, embedder, saveDelay: 60_000 })
+  const again = new SearchIndex({ dir, source, embedder, graphMin: 0, saveDelay: 60_000 })
   t.teardown(() => again.close())
   const reads = source.reads
   let rebuilt = false
@@ -313,7 +351,7 @@ t.test('a removal runs in slices between other work, and no search meanwhile ran
   await source.add('s', Array.from({ length: 50 }, (_, i) => `keeper ${i} about rivers`))
   const gone = await source.add('s', Array.from({ length: 300 }, (_, i) => `removed ${i} about rivers`))
   // sliceMs 0: pause after every step, so "the event loop ran in between" does not depend on this machine's speed.
-  const index = new SearchIndex({ dir, source, embedder, saveDelay: 60_000, sliceMs: 0 })
+  const index = new SearchIndex({ dir, source, embedder, graphMin: 0, saveDelay: 60_000, sliceMs: 0 })
   t.teardown(() => index.close())
   await index.load('s')
   await index.idle()
@@ -346,7 +384,7 @@ t.test('a large graph rebuilt from the source is built in a worker thread: the s
   const built = (graphWorkerMin: number) => {
     const dir = mkdtempSync(join(tmpdir(), 'rag-si-'))
     t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-    const index = new SearchIndex({ dir, source, embedder, saveDelay: 60_000, graphWorkerMin })
+    const index = new SearchIndex({ dir, source, embedder, graphMin: 0, saveDelay: 60_000, graphWorkerMin })
     t.teardown(() => index.close())
     return { dir, index }
   }
@@ -391,7 +429,7 @@ t.test('a large namespace keeps its analyzed terms beside its graph: the next lo
   const dir = mkdtempSync(join(tmpdir(), 'rag-si-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
   const source = new MemorySource()
-  const open = () => new SearchIndex({ dir, source, embedder, saveDelay: 60_000, termsFileMin: 50, foldTerms: true, phraseWeight: 0.5 })
+  const open = () => new SearchIndex({ dir, source, embedder, graphMin: 0, saveDelay: 60_000, termsFileMin: 50, foldTerms: true, phraseWeight: 0.5 })
   const first = open()
   await first.load('s')
   const texts = Array.from({ length: 120 }, (_, i) => `Ledger ${i}: the ${['ferry', 'lighthouse', 'café', 'harbour'][i % 4]} crew logged ${i * 3} crates on pier ${i % 7}.`)
@@ -465,7 +503,7 @@ t.test('a large namespace keeps its analyzed terms beside its graph: the next lo
   // reads the text.
   await seventh.idle()
   await seventh.close()
-  const unfolded = new SearchIndex({ dir, source, embedder, saveDelay: 60_000, termsFileMin: 50 })
+  const unfolded = new SearchIndex({ dir, source, embedder, graphMin: 0, saveDelay: 60_000, termsFileMin: 50 })
   t.teardown(() => unfolded.close())
   await unfolded.load('s')
   t.equal(source.reads, readsNow + 3)

@@ -318,8 +318,9 @@ t.test('with the local embedder no session graph is kept (nothing ranks by vecto
   await lexical.recall.close()
   t.same(graphs(lexical.dir), [], 'no graph file written')
 
+  // A graph once the session holds 256 messages (SearchIndexOptions.graphMin; fewer are searched exactly).
   const weighted = setup(t, { recall: { tuning: { vectorWeight: 1 } } })
-  await longSession(weighted, 'ta', 's1', 12, 5)
+  await longSession(weighted, 'ta', 's1', 130, 5)
   const found = select(weighted, await weighted.recall.search('ta', 's1', 'what does the cat Bartholomew eat', 2000))
   t.match(found?.message.content, /only eats sardines/)
   await weighted.recall.close()

@@ -86,6 +86,8 @@ export interface KnowledgeBaseOptions {
   hnsw?: Partial<HnswParams>
   /** Vectors searched exactly while they wait for the graph (SearchIndexOptions.maxFresh). Default 20,000. */
   maxFreshVectors?: number
+  /** SearchIndexOptions.graphMin: a tenant with fewer chunks keeps no HNSW graph (searched exactly). Default 256. */
+  graphMin?: number
   /**
    * BM25 matches words with their accents folded and a final e dropped ("Möngke" finds "Mongke", "renounce" finds
    * "renounced"; search-index.ts `foldTerms`). Default true; false ranks on the analyzer's terms as they are.
@@ -159,6 +161,7 @@ export class KnowledgeBase {
       candidates: opts.candidates,
       hnsw: opts.hnsw,
       ...(opts.maxFreshVectors === undefined ? {} : { maxFresh: opts.maxFreshVectors }),
+      ...(opts.graphMin === undefined ? {} : { graphMin: opts.graphMin }),
       foldTerms: opts.foldTerms ?? true,
       phraseWeight: opts.phraseWeight ?? DEFAULT_PHRASE_WEIGHT,
       onSaveError: opts.onIndexSaveError,

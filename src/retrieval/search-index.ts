@@ -209,6 +209,15 @@ export interface SearchIndexOptions {
    * 'vector' mode then finds nothing, and 'hybrid' ranks by BM25 alone. Default true.
    */
   graph?: boolean
+  /**
+   * A namespace holding fewer vectors than this keeps no graph: its vectors stay in the exact set (fresh-vectors.ts)
+   * and every search compares the query with each of them. Why: an hnswlib graph costs ≈ 2.5 MB however few vectors it
+   * holds (the library's 65,536 per-label locks), so 64 loaded tenants of a few files each held ≈ 160 MB of it, while
+   * the exact scan of up to 256 vectors of 256 dimensions takes about what a graph search does (measured: 64 vectors
+   * 33 against 36 µs; 256, 101 against 47 µs). The namespace gets its graph when an addition takes it to this size
+   * (its vectors then drain into it in the background), and keeps it. At most `maxFresh`. Default 256; 0: always a graph.
+   */
+  graphMin?: number
 }
 
 interface Entry {
@@ -262,6 +271,7 @@ export class SearchIndex {
   readonly #analyzerId: string
   readonly #phraseWeight: number
   readonly #graph: boolean
+  readonly #graphMin: number
   readonly #loaded: LRUCache<string, Entry>
   readonly #onSaveError: (err: unknown, file: string) => void
   readonly #cacheRoom: ((bytes: number) => Promise<boolean>) | undefined
@@ -293,6 +303,7 @@ export class SearchIndex {
     this.#analyzerId = `${ANALYZER_ID}${opts.foldTerms === true ? '+fold' : ''}`
     this.#phraseWeight = opts.phraseWeight ?? 0
     this.#graph = opts.graph ?? true
+    this.#graphMin = Math.min(this.#maxFresh, Math.max(0, opts.graphMin ?? DEFAULT_GRAPH_MIN))
     this.#onSaveError =
       opts.onSaveError ?? ((err, file) => process.emitWarning(`recallgate: could not save ${file}: ${String(err)}`, 'IndexSaveWarning'))
     this.#cacheRoom = opts.cacheRoom
@@ -488,7 +499,10 @@ export class SearchIndex {
     })
   }
 
-  /** applyAdd's vectors: into the fresh set, or (what the bound leaves over) straight into the graph. */
+  /**
+   * applyAdd's vectors: into the fresh set, or (what the bound leaves over) straight into the graph. A namespace below
+   * `graphMin` keeps them all in the fresh set, searched exactly, with no graph.
+   */
   async #addVectors(
     namespace: string,
     entry: Entry,
@@ -497,10 +511,17 @@ export class SearchIndex {
     wasEmpty: boolean,
     slicer: TimeSlicer,
   ): Promise<void> {
-    // An emptied namespace may start over with another embedder (another dimension): start a fresh graph then.
-    if (entry.vectors === null || wasEmpty || entry.vectors.dimension !== meta.dimension) {
-      entry.vectors = VectorIndex.create(meta.dimension, this.#hnsw, Math.max(1024, docs.length))
+    // An emptied namespace may start over with another embedder (another dimension): start afresh then.
+    if (wasEmpty || (entry.vectors !== null && entry.vectors.dimension !== meta.dimension)) {
+      entry.vectors = null
       entry.fresh.clear()
+    }
+    if (entry.vectors === null) {
+      if (entry.refs.size < this.#graphMin) {
+        for (const d of docs) entry.fresh.add(d.label, d.vector)
+        return
+      }
+      entry.vectors = VectorIndex.create(meta.dimension, this.#hnsw, Math.max(1024, docs.length))
     }
     const vectors = entry.vectors
     // Over the bound: what is waiting goes into the graph first, then whatever of this addition does not fit.
@@ -683,8 +704,9 @@ export class SearchIndex {
       let termsRead = false
       if (meta !== undefined && meta.count > 0) {
         const expected = { dimension: meta.dimension, version: meta.version, count: meta.count, epoch: meta.epoch }
-        const current = this.#graph ? await VectorIndex.load(entry.file, expected, this.#hnsw) : undefined
-        rebuilt = this.#graph && current === undefined
+        const wantsGraph = this.#graph && meta.count >= this.#graphMin
+        const current = wantsGraph ? await VectorIndex.load(entry.file, expected, this.#hnsw) : undefined
+        rebuilt = wantsGraph && current === undefined
         // A large graph is rebuilt in a worker thread while the documents go into BM25 here.
         const stop = new AbortController()
         const offThread = rebuilt && meta.count >= this.#graphWorkerMin ? this.#buildVectorsOffThread(namespace, entry, meta, pause, stop.signal) : undefined
@@ -709,7 +731,8 @@ export class SearchIndex {
           await offThread?.catch(() => undefined)
           throw err
         }
-        if (this.#graph) entry.vectors = current ?? (await (offThread ?? this.#buildVectors(namespace, meta, pause)))
+        if (wantsGraph) entry.vectors = current ?? (await (offThread ?? this.#buildVectors(namespace, meta, pause)))
+        else if (this.#graph) await this.#loadExact(namespace, entry, pause)
       }
       const now = await this.#source.meta(namespace)
       if ((now?.version ?? 0) !== entry.version || now?.epoch !== entry.epoch) continue
@@ -772,6 +795,15 @@ export class SearchIndex {
       if (this.#closed || signal.aborted || err instanceof IndexClosedError) throw err
       process.emitWarning(`recallgate: graph of ${namespace} rebuilt on the main thread: ${String(err)}`, 'IndexBuildWarning')
       return this.#buildVectors(namespace, meta, pause)
+    }
+  }
+
+  /** A namespace below `graphMin`: its vectors into the exact set, in slices. */
+  async #loadExact(namespace: string, entry: Entry, pause: (s: TimeSlicer) => Promise<void>): Promise<void> {
+    const slicer = new TimeSlicer(this.#sliceMs)
+    for await (const { label, vector } of this.#source.vectors(namespace)) {
+      entry.fresh.add(label, vector)
+      if (slicer.due()) await pause(slicer)
     }
   }
 
@@ -856,7 +888,7 @@ export class SearchIndex {
   async #catchUpNow(namespace: string, entry: Entry, meta: NamespaceMeta): Promise<boolean> {
     const src = this.#source
     if (src.changes === undefined || src.added === undefined) return false
-    if (entry.vectors !== null && entry.refs.size > 0 && entry.vectors.dimension !== meta.dimension) return false
+    if (entry.refs.size > 0 && (entry.vectors?.dimension ?? entry.dimension) !== meta.dimension) return false
     try {
       const log = await src.changes(namespace, entry.version + 1, meta.version)
       if (log === undefined) return false
@@ -868,6 +900,11 @@ export class SearchIndex {
       for (const change of log) for (const add of change.add ?? []) if (!removed.has(add[0]) && !entry.refs.has(add[0])) adds.push(add)
       const slicer = new TimeSlicer(this.#sliceMs)
       await this.#removeDocs(entry, removed, slicer)
+      // An emptied namespace may start over with another embedder (the log reaches back that far only within its epoch).
+      if (entry.refs.size === 0) {
+        entry.vectors = null
+        entry.fresh.clear()
+      }
       const refs = new Map(adds)
       for (let i = 0; i < adds.length; i += CATCH_UP_BATCH) {
         for (const { label, text, vector } of await src.added(namespace, adds.slice(i, i + CATCH_UP_BATCH))) {
@@ -875,13 +912,10 @@ export class SearchIndex {
           if (ref === undefined || entry.refs.has(label)) continue
           entry.bm25.add(label, this.#terms(text))
           entry.refs.set(label, ref)
-          if (this.#graph) {
-            if (entry.vectors === null || entry.vectors.dimension !== meta.dimension) {
-              entry.vectors = VectorIndex.create(meta.dimension, this.#hnsw)
-              entry.fresh.clear()
-            }
-            entry.vectors.add(label, vector)
-          }
+          if (!this.#graph) continue
+          if (entry.vectors === null && entry.refs.size > this.#graphMin) entry.vectors = VectorIndex.create(meta.dimension, this.#hnsw)
+          if (entry.vectors === null) entry.fresh.add(label, vector)
+          else entry.vectors.add(label, vector)
           if (slicer.due()) await slicer.pause()
         }
       }
@@ -892,6 +926,8 @@ export class SearchIndex {
       return true
     }
     this.#changed(entry, meta)
+    // A graph made by this catch-up (the namespace grew past graphMin) takes the exact set's vectors in the background.
+    if (entry.vectors !== null && entry.fresh.size > 0) void this.#enqueue(entry, () => this.#drain(namespace, entry))
     return true
   }
 
@@ -968,8 +1004,9 @@ export class SearchIndex {
 
   /** Runs in the entry's queue (the graph must not change while the thread pool writes it). */
   async #save(entry: Entry): Promise<void> {
-    // The graph lacks vectors of the version it would claim: saved once they have drained (`#drain` asks again).
-    if (entry.fresh.size > 0) return
+    // The graph lacks vectors of the version it would claim: saved once they have drained (`#drain` asks again). A
+    // namespace with no graph (below graphMin) has none to save, and a file left from when it had one goes.
+    if (entry.fresh.size > 0 && entry.vectors !== null) return
     entry.dirty = false
     try {
       mkdirSync(this.#dir, { recursive: true })
@@ -1012,3 +1049,5 @@ const DEFAULT_TERMS_FILE_MIN = 2_000
 
 /** SearchIndexOptions.maxFresh's default: MAX_CHUNKS_PER_FILE's, so an upload of any allowed size answers early. */
 export const DEFAULT_MAX_FRESH = 20_000
+/** SearchIndexOptions.graphMin's default. */
+export const DEFAULT_GRAPH_MIN = 256
