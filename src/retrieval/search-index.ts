@@ -214,7 +214,7 @@ export interface SearchIndexOptions {
    * and every search compares the query with each of them. Why: an hnswlib graph costs ≈ 2.5 MB however few vectors it
    * holds (the library's 65,536 per-label locks), so 64 loaded tenants of a few files each held ≈ 160 MB of it, while
    * the exact scan of up to 256 vectors of 256 dimensions takes about what a graph search does (measured: 64 vectors
-   * 33 against 36 µs; 256, 101 against 47 µs). The namespace gets its graph when an addition takes it to this size
+   * 39 against 35 µs; 256, 79 against 49 µs). The namespace gets its graph when an addition takes it to this size
    * (its vectors then drain into it in the background), and keeps it. At most `maxFresh`. Default 256; 0: always a graph.
    */
   graphMin?: number
