@@ -62,6 +62,14 @@ export class FreshVectors {
     return undefined
   }
 
+  /** Every vector here, oldest first. */
+  forEach(fn: (label: number, vector: Float32Array) => void): void {
+    for (let at = this.#head; at < this.#labels.length; at++) {
+      const vector = this.#vectors[at]
+      if (vector !== undefined) fn(this.#labels[at] as number, vector)
+    }
+  }
+
   clear(): void {
     this.#labels = []
     this.#vectors = []

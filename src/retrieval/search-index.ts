@@ -181,8 +181,9 @@ export interface SearchIndexOptions {
   maxFresh?: number
   /**
    * A namespace of at least this many vectors whose graph must be rebuilt from the store (no current graph file: a
-   * replica's first load, a stale or damaged file) has it built in a worker thread while its documents go into BM25
-   * on this one; a smaller one is built here in slices (a worker costs ≈ 30 ms to start). Default 5,000.
+   * replica's first load, a stale or damaged file) is loaded without it, its vectors searched exactly, and has the
+   * graph built in a worker thread meanwhile (`#buildLater`); a smaller one is built here in slices before the load
+   * ends (a worker costs ≈ 30 ms to start). Default 5,000.
    */
   graphWorkerMin?: number
   /**
@@ -248,6 +249,17 @@ interface Entry {
   dirty: boolean
   /** The tail of this namespace's changes and saves, run one at a time (never rejects). */
   queue: Promise<void>
+  /** Its graph being built in a worker while its vectors are searched exactly (`#buildLater`). */
+  building?: GraphBuild
+}
+
+/** A graph built after its namespace was loaded: what changed meanwhile is applied to it when it is swapped in. */
+interface GraphBuild {
+  /** The labels the graph is built from. */
+  readonly labels: ReadonlySet<number>
+  /** Of those, the ones removed since (the graph still holds them). */
+  readonly removed: Set<number>
+  readonly stop: AbortController
 }
 
 export class SearchIndex {
@@ -280,6 +292,8 @@ export class SearchIndex {
   readonly #loading = new Map<string, Promise<Entry>>()
   /** Work of entries no longer loaded (an evicted namespace's save), awaited by flush and close. */
   readonly #detached = new Set<Promise<void>>()
+  /** Graphs being built for loaded namespaces (`#buildLater`), awaited by idle and stopped by close. */
+  readonly #builds = new Map<Promise<void>, AbortController>()
   #timer: NodeJS.Timeout | undefined
   #closed = false
   /** When the last timed save ended and how long it took (performance.now() ms: a cost measurement, not a clock). */
@@ -314,6 +328,7 @@ export class SearchIndex {
       max: opts.maxLoaded ?? 64,
       dispose: (entry, _ns, reason) => {
         if (reason !== 'evict') return
+        entry.building?.stop.abort()
         const done = this.#enqueue(entry, () => (entry.dirty ? this.#save(entry) : undefined))
         this.#detached.add(done)
         void done.then(() => this.#detached.delete(done))
@@ -418,8 +433,10 @@ export class SearchIndex {
     const depth = Math.max(k, this.#candidates)
     const terms = this.#terms(query)
     const lexical = mode === 'vector' ? [] : entry.bm25.search(terms, depth)
-    const semantic =
-      qv === undefined || isZeroVector(qv) ? [] : mergeRankings(entry.vectors?.search(qv, depth) ?? [], entry.fresh.search(qv, depth), depth)
+    // While a large namespace's graph builds (`#buildLater`), a hybrid search ranks by BM25 alone: an exact pass over
+    // more than maxFresh vectors would hold the event loop for every search (≈ 30 ms at 100k) until the graph is in.
+    const unranked = qv === undefined || isZeroVector(qv) || (mode === 'hybrid' && entry.building !== undefined && entry.fresh.size > this.#maxFresh)
+    const semantic = unranked ? [] : mergeRankings(entry.vectors?.search(qv, depth) ?? [], entry.fresh.search(qv, depth), depth)
     const ranked: ScoredLabel[] =
       mode === 'hybrid' ? reciprocalRankFusion([lexical, semantic], { k: this.#rrfK, weights: [1, this.#vectorWeight] }) : mode === 'bm25' ? lexical : semantic
     const cosine = new Map<number, number>()
@@ -517,7 +534,8 @@ export class SearchIndex {
       entry.fresh.clear()
     }
     if (entry.vectors === null) {
-      if (entry.refs.size < this.#graphMin) {
+      // Below graphMin, or its graph still building (it takes these from the exact set once swapped in).
+      if (entry.refs.size < this.#graphMin || entry.building !== undefined) {
         for (const d of docs) entry.fresh.add(d.label, d.vector)
         return
       }
@@ -579,6 +597,7 @@ export class SearchIndex {
       if (!entry.refs.delete(label)) continue
       entry.bm25.remove(label)
       if (!entry.fresh.delete(label)) entry.vectors?.remove(label)
+      if (entry.building?.labels.has(label) === true) entry.building.removed.add(label)
       if (slicer.due()) await slicer.pause()
     }
   }
@@ -614,6 +633,7 @@ export class SearchIndex {
   /** Forget a namespace whose records were deleted (after the commit): unload it and delete its graph file. */
   drop(namespace: string): void {
     const entry = this.#loaded.get(namespace)
+    entry?.building?.stop.abort()
     this.#loaded.delete(namespace)
     this.#removeFiles(this.#file(namespace))
     // A save of this namespace still in the thread pool would put a file back: delete it again once that is done.
@@ -622,6 +642,7 @@ export class SearchIndex {
 
   /** Wait until every queued change and save (an evicted namespace's too) has run. */
   async idle(): Promise<void> {
+    await Promise.all([...this.#builds.keys()])
     await Promise.all([...this.#detached, ...[...this.#loaded.values()].map((e) => e.queue)])
   }
 
@@ -637,7 +658,8 @@ export class SearchIndex {
   async close(): Promise<void> {
     // Loads in progress stop at their next pause (a 100k-chunk load is seconds: shutdown should not wait for it).
     this.#closed = true
-    await Promise.allSettled([...this.#loading.values()])
+    for (const stop of this.#builds.values()) stop.abort()
+    await Promise.allSettled([...this.#loading.values(), ...this.#builds.keys()])
     await this.flush()
     this.#loaded.clear()
   }
@@ -701,44 +723,41 @@ export class SearchIndex {
         queue: Promise.resolve(),
       }
       let rebuilt = false
+      let deferred = false
       let termsRead = false
       if (meta !== undefined && meta.count > 0) {
         const expected = { dimension: meta.dimension, version: meta.version, count: meta.count, epoch: meta.epoch }
         const wantsGraph = this.#graph && meta.count >= this.#graphMin
         const current = wantsGraph ? await VectorIndex.load(entry.file, expected, this.#hnsw) : undefined
         rebuilt = wantsGraph && current === undefined
-        // A large graph is rebuilt in a worker thread while the documents go into BM25 here.
-        const stop = new AbortController()
-        const offThread = rebuilt && meta.count >= this.#graphWorkerMin ? this.#buildVectorsOffThread(namespace, entry, meta, pause, stop.signal) : undefined
-        try {
-          const slicer = new TimeSlicer(this.#sliceMs)
-          const saved = meta.count >= this.#termsFileMin ? await loadTerms(termsFile(entry.file), { ...expected, analyzer: this.#analyzerId }) : undefined
-          termsRead = saved !== undefined && (await this.#restore(entry, saved, slicer, pause))
-          if (!termsRead) {
-            if (saved !== undefined) {
-              // A file found inconsistent (a term twice in its vocabulary, a code outside it): start over from the text.
-              entry.bm25 = new Bm25Index({ maxDocs: this.#maxDocs })
-              entry.refs.clear()
-            }
-            for await (const doc of this.#source.documents(namespace)) {
-              entry.bm25.add(doc.label, this.#terms(doc.text))
-              entry.refs.set(doc.label, doc.ref)
-              if (slicer.due()) await pause(slicer)
-            }
+        // A large graph to rebuild (no current file: a replica's first load, a stale or damaged file) is built in a
+        // worker once the namespace is loaded; until then its vectors are searched exactly (`#buildLater`).
+        deferred = rebuilt && meta.count >= this.#graphWorkerMin
+        const slicer = new TimeSlicer(this.#sliceMs)
+        const saved = meta.count >= this.#termsFileMin ? await loadTerms(termsFile(entry.file), { ...expected, analyzer: this.#analyzerId }) : undefined
+        termsRead = saved !== undefined && (await this.#restore(entry, saved, slicer, pause))
+        if (!termsRead) {
+          if (saved !== undefined) {
+            // A file found inconsistent (a term twice in its vocabulary, a code outside it): start over from the text.
+            entry.bm25 = new Bm25Index({ maxDocs: this.#maxDocs })
+            entry.refs.clear()
           }
-        } catch (err) {
-          stop.abort()
-          await offThread?.catch(() => undefined)
-          throw err
+          for await (const doc of this.#source.documents(namespace)) {
+            entry.bm25.add(doc.label, this.#terms(doc.text))
+            entry.refs.set(doc.label, doc.ref)
+            if (slicer.due()) await pause(slicer)
+          }
         }
-        if (wantsGraph) entry.vectors = current ?? (await (offThread ?? this.#buildVectors(namespace, meta, pause)))
+        if (wantsGraph && !deferred) entry.vectors = current ?? (await this.#buildVectors(namespace, meta, pause))
         else if (this.#graph) await this.#loadExact(namespace, entry, pause)
       }
       const now = await this.#source.meta(namespace)
       if ((now?.version ?? 0) !== entry.version || now?.epoch !== entry.epoch) continue
       this.#loaded.set(namespace, entry)
-      // Saved at once, so the next start finds the graph current; a current graph without its terms file gets that.
-      if (rebuilt) void this.#enqueue(entry, () => this.#save(entry))
+      // Saved at once (a deferred graph once built), so the next start finds the graph current; a current graph
+      // without its terms file gets that.
+      if (deferred) this.#buildLater(namespace, entry)
+      else if (rebuilt) void this.#enqueue(entry, () => this.#save(entry))
       else if (!termsRead && entry.refs.size >= this.#termsFileMin) void this.#enqueue(entry, () => this.#saveTermsOnly(entry))
       return entry
     }
@@ -773,29 +792,65 @@ export class SearchIndex {
   }
 
   /**
-   * Rebuild a graph from the store's vectors in a worker thread (vector-index.ts `buildInWorker`); if the worker
-   * cannot run (no thread, its module missing), on this thread in slices as a smaller namespace is.
+   * Build a loaded namespace's graph from its exact set in a worker thread (vector-index.ts `buildInWorker`), while
+   * searches rank that set exactly; if the worker cannot run (no thread, its module missing), on this thread in
+   * slices. Then, in the entry's queue: the removals made meanwhile applied to the graph, the vectors it holds taken
+   * out of the exact set (what was added meanwhile stays there and drains into the graph), and the graph saved.
+   *
+   * Why not before the first search: at 100k chunks the graph takes ≈ 16 s of one core to build, and a replica's first
+   * search of that tenant waited for all of it (18–19 s in `bench --only stores`; 9.5 s now, the rest of the build
+   * after it). Meanwhile a namespace of up to maxFresh vectors is searched exactly; a larger one's hybrid searches
+   * rank by BM25 alone (`#rank`). The cost: the vectors are held twice while the graph builds.
    */
-  async #buildVectorsOffThread(
-    namespace: string,
-    entry: Entry,
-    meta: NamespaceMeta,
-    pause: (s: TimeSlicer) => Promise<void>,
-    signal: AbortSignal,
-  ): Promise<VectorIndex> {
-    const slicer = new TimeSlicer(this.#sliceMs)
-    try {
-      return await VectorIndex.buildInWorker(
-        { dimension: meta.dimension, params: this.#hnsw, capacity: meta.count, tmpFile: `${entry.file}.${process.pid}.build` },
-        this.#source.vectors(namespace),
-        () => (slicer.due() ? pause(slicer) : Promise.resolve()),
-        { signal },
-      )
-    } catch (err) {
-      if (this.#closed || signal.aborted || err instanceof IndexClosedError) throw err
-      process.emitWarning(`recallgate: graph of ${namespace} rebuilt on the main thread: ${String(err)}`, 'IndexBuildWarning')
-      return this.#buildVectors(namespace, meta, pause)
+  #buildLater(namespace: string, entry: Entry): void {
+    const labels: number[] = []
+    const vectors: Float32Array[] = []
+    entry.fresh.forEach((label, vector) => {
+      labels.push(label)
+      vectors.push(vector)
+    })
+    const stop = new AbortController()
+    const build: GraphBuild = { labels: new Set(labels), removed: new Set(), stop }
+    entry.building = build
+    const dimension = entry.dimension
+    const items = function* (): Iterable<{ label: number; vector: Float32Array }> {
+      for (let i = 0; i < labels.length; i++) yield { label: labels[i] as number, vector: vectors[i] as Float32Array }
     }
+    const done = (async (): Promise<void> => {
+      let graph: VectorIndex
+      try {
+        graph = await VectorIndex.buildInWorker(
+          { dimension, params: this.#hnsw, capacity: labels.length, tmpFile: `${entry.file}.${process.pid}.build` },
+          items(),
+          () => Promise.resolve(),
+          { signal: stop.signal },
+        )
+      } catch (err) {
+        if (this.#closed || stop.signal.aborted) return
+        process.emitWarning(`recallgate: graph of ${namespace} rebuilt on the main thread: ${String(err)}`, 'IndexBuildWarning')
+        graph = VectorIndex.create(dimension, this.#hnsw, labels.length)
+        const slicer = new TimeSlicer(this.#sliceMs)
+        for (const { label, vector } of items()) {
+          if (stop.signal.aborted) return
+          graph.add(label, vector)
+          if (slicer.due()) await slicer.pause()
+        }
+      }
+      await this.#enqueue(entry, () => {
+        entry.building = undefined
+        // Unloaded meanwhile, or started over with another embedder: this graph is of nothing current.
+        if (stop.signal.aborted || this.#loaded.peek(namespace) !== entry || entry.dimension !== dimension) return
+        for (const label of build.removed) graph.remove(label)
+        for (const label of labels) entry.fresh.delete(label)
+        entry.vectors = graph
+        if (entry.fresh.size > 0) void this.#enqueue(entry, () => this.#drain(namespace, entry))
+        void this.#enqueue(entry, () => this.#save(entry))
+      })
+    })().finally(() => {
+      if (entry.building === build) entry.building = undefined
+      this.#builds.delete(done)
+    })
+    this.#builds.set(done, stop)
   }
 
   /** A namespace below `graphMin`: its vectors into the exact set, in slices. */
@@ -913,7 +968,8 @@ export class SearchIndex {
           entry.bm25.add(label, this.#terms(text))
           entry.refs.set(label, ref)
           if (!this.#graph) continue
-          if (entry.vectors === null && entry.refs.size > this.#graphMin) entry.vectors = VectorIndex.create(meta.dimension, this.#hnsw)
+          if (entry.vectors === null && entry.refs.size > this.#graphMin && entry.building === undefined)
+            entry.vectors = VectorIndex.create(meta.dimension, this.#hnsw)
           if (entry.vectors === null) entry.fresh.add(label, vector)
           else entry.vectors.add(label, vector)
           if (slicer.due()) await slicer.pause()
@@ -1006,7 +1062,7 @@ export class SearchIndex {
   async #save(entry: Entry): Promise<void> {
     // The graph lacks vectors of the version it would claim: saved once they have drained (`#drain` asks again). A
     // namespace with no graph (below graphMin) has none to save, and a file left from when it had one goes.
-    if (entry.fresh.size > 0 && entry.vectors !== null) return
+    if ((entry.fresh.size > 0 && entry.vectors !== null) || entry.building !== undefined) return
     entry.dirty = false
     try {
       mkdirSync(this.#dir, { recursive: true })
