@@ -754,7 +754,7 @@ export class SearchIndex {
             if (slicer.due()) await pause(slicer)
           }
         }
-        if (wantsGraph && !deferred) entry.vectors = current ?? (await this.#buildVectors(namespace, meta, pause))
+        if (wantsGraph && !deferred) entry.vectors = current ?? (await this.#buildVectors(meta.dimension, meta.count, this.#source.vectors(namespace), pause))
         else await exact
       }
       const now = await this.#source.meta(namespace)
@@ -834,12 +834,15 @@ export class SearchIndex {
       } catch (err) {
         if (this.#closed || stop.signal.aborted) return
         process.emitWarning(`recallgate: graph of ${namespace} rebuilt on the main thread: ${String(err)}`, 'IndexBuildWarning')
-        graph = VectorIndex.create(dimension, this.#hnsw, labels.length)
-        const slicer = new TimeSlicer(this.#sliceMs)
-        for (const { label, vector } of items()) {
-          if (stop.signal.aborted) return
-          graph.add(label, vector)
-          if (slicer.due()) await slicer.pause()
+        const pause = async (slicer: TimeSlicer): Promise<void> => {
+          await slicer.pause()
+          if (stop.signal.aborted) throw new IndexClosedError()
+        }
+        try {
+          graph = await this.#buildVectors(dimension, labels.length, items(), pause)
+        } catch (stopped) {
+          if (stopped instanceof IndexClosedError) return
+          throw stopped
         }
       }
       await this.#enqueue(entry, () => {
@@ -852,14 +855,17 @@ export class SearchIndex {
         if (entry.fresh.size > 0) void this.#enqueue(entry, () => this.#drain(namespace, entry))
         void this.#enqueue(entry, () => this.#save(entry))
       })
-    })().finally(() => {
-      if (entry.building === build) entry.building = undefined
-      this.#builds.delete(done)
-    })
+    })()
+      // Never rejects (idle awaits it; nothing else would): a failed build leaves the namespace searched exactly.
+      .catch((err: unknown) => this.#onApplyError(err, namespace))
+      .finally(() => {
+        if (entry.building === build) entry.building = undefined
+        this.#builds.delete(done)
+      })
     this.#builds.set(done, stop)
   }
 
-  /** A namespace below `graphMin`: its vectors into the exact set, in slices. */
+  /** A namespace searched exactly (below `graphMin`, or its graph built later): its vectors into the exact set, in slices. */
   async #loadExact(namespace: string, entry: Entry, pause: (s: TimeSlicer) => Promise<void>): Promise<void> {
     const slicer = new TimeSlicer(this.#sliceMs)
     for await (const { label, vector } of this.#source.vectors(namespace)) {
@@ -868,11 +874,16 @@ export class SearchIndex {
     }
   }
 
-  /** Rebuild a graph from LMDB's vectors, in slices. */
-  async #buildVectors(namespace: string, meta: NamespaceMeta, pause: (s: TimeSlicer) => Promise<void>): Promise<VectorIndex> {
-    const index = VectorIndex.create(meta.dimension, this.#hnsw, meta.count)
+  /** Build a graph on this thread from `vectors` (the store's, or a namespace's exact set), in slices. */
+  async #buildVectors(
+    dimension: number,
+    capacity: number,
+    vectors: Iterable<{ label: number; vector: Float32Array }> | AsyncIterable<{ label: number; vector: Float32Array }>,
+    pause: (s: TimeSlicer) => Promise<void>,
+  ): Promise<VectorIndex> {
+    const index = VectorIndex.create(dimension, this.#hnsw, capacity)
     const slicer = new TimeSlicer(this.#sliceMs)
-    for await (const { label, vector } of this.#source.vectors(namespace)) {
+    for await (const { label, vector } of vectors) {
       index.add(label, vector)
       if (slicer.due()) await pause(slicer)
     }
@@ -974,7 +985,7 @@ export class SearchIndex {
           entry.bm25.add(label, this.#terms(text))
           entry.refs.set(label, ref)
           if (!this.#graph) continue
-          if (entry.vectors === null && entry.refs.size > this.#graphMin && entry.building === undefined)
+          if (entry.vectors === null && entry.refs.size >= this.#graphMin && entry.building === undefined)
             entry.vectors = VectorIndex.create(meta.dimension, this.#hnsw)
           if (entry.vectors === null) entry.fresh.add(label, vector)
           else entry.vectors.add(label, vector)
@@ -1052,7 +1063,10 @@ export class SearchIndex {
     return saveTerms(termsFile(entry.file), state, snapshot)
   }
 
-  /** `#save` when no graph is kept: the terms file alone, and no graph file (one left from a build that kept graphs). */
+  /**
+   * `#save` of a namespace with no graph (none kept, below graphMin, its build stopped, or emptied): the terms file
+   * alone, and no graph file (one left from when it had a graph).
+   */
   async #saveWithoutGraph(entry: Entry, terms: { snapshot: TermsSnapshot; bytes: number } | undefined): Promise<void> {
     VectorIndex.remove(entry.file)
     if (terms === undefined || (this.#cacheRoom !== undefined && !(await this.#cacheRoom(terms.bytes)))) removeTerms(termsFile(entry.file))
@@ -1074,8 +1088,7 @@ export class SearchIndex {
       mkdirSync(this.#dir, { recursive: true })
       // Taken now, in the entry's queue: the state the graph is saved at (no change runs until this save is done).
       const terms = entry.refs.size >= this.#termsFileMin ? this.#termsOf(entry) : undefined
-      if (!this.#graph) await this.#saveWithoutGraph(entry, terms)
-      else if (entry.vectors === null || entry.refs.size === 0) this.#removeFiles(entry.file)
+      if (entry.vectors === null || entry.refs.size === 0) await this.#saveWithoutGraph(entry, terms)
       else if (this.#cacheRoom !== undefined && !(await this.#cacheRoom(entry.vectors.fileBytes() + (terms?.bytes ?? 0)))) {
         this.#removeFiles(entry.file)
         entry.dirty = true
