@@ -14,7 +14,7 @@ import { hashKey, keyIdFor, tenantIdFor } from '../src/auth/service-keys.js'
 import { main } from '../src/cli/main.js'
 import { openStore } from '../src/storage/store.js'
 import { capturedIo } from './helpers/captured-io.js'
-import { KEY_A, PROVIDER_KEY, startHarness, type Harness } from './helpers/harness.js'
+import { KEY_A, KEY_FREE, PROVIDER_KEY, startHarness, type Harness } from './helpers/harness.js'
 import { testableEngines } from './helpers/store-engines.js'
 
 const ADMIN_KEY = 'admin-key-for-the-tests-0123456789'
@@ -174,3 +174,43 @@ for (const engine of testableEngines(t, 'the admin keys API')) {
     t.equal((await admin('/key_nope/rotate', { method: 'POST' })).status, 404)
   })
 }
+
+// One keep-alive connection carrying several keys in turn (what a shared proxy's pooled connection does): the
+// gateway remembers the key a connection presented last (auth/authenticator.ts), and must never let that memory answer
+// for another key, nor outlive a revocation. (A 401 closes its connection: each refusal is the last request on one.)
+t.test('keys changing on one keep-alive connection: each request answered for its own key, a revocation at once', async (t) => {
+  const { Agent, request } = await import('node:http')
+  const h = await startHarness(t)
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 })
+  t.teardown(() => agent.destroy())
+  const get = (key: string): Promise<{ status: number; plan: string | undefined; socket: unknown }> =>
+    new Promise((resolve, reject) => {
+      let socket: unknown
+      const req = request(`${h.gw.url}/api/v1/models`, { agent, headers: { serviceKey: key, authorization: `Bearer ${PROVIDER_KEY}` } }, (res) => {
+        res.resume()
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, plan: res.headers['x-ratelimit-limit-requests'] as string | undefined, socket }))
+      })
+      req.on('socket', (s) => (socket = s))
+      req.on('error', reject)
+      req.end()
+    })
+  const io = capturedIo({ DATA_DIR: h.dataDir })
+  t.equal(await main(['keys', 'create', '--plan', 'free'], io), 0)
+  const stored = io.out().trim()
+
+  const answers = []
+  for (const key of [KEY_A, KEY_FREE, KEY_A, stored, stored, `${stored.slice(0, -1)}${stored.endsWith('x') ? 'y' : 'x'}`]) answers.push(await get(key))
+  t.same(
+    answers.map((a) => [a.status, a.plan]),
+    [[200, 'unlimited'], [200, '10'], [200, 'unlimited'], [200, '10'], [200, '10'], [401, undefined]],
+    'inline keys of two plans in turn, a stored key, then a key one character off it: each answered for itself',
+  )
+  t.equal(new Set(answers.map((a) => a.socket)).size, 1, 'all on one connection')
+
+  const before = await get(stored)
+  t.equal(before.status, 200)
+  t.equal(await main(['keys', 'revoke', keyIdFor(hashKey(stored))], capturedIo({ DATA_DIR: h.dataDir })), 0)
+  const after = await get(stored)
+  t.equal(after.status, 401, 'revoked: refused at once')
+  t.equal(after.socket, before.socket, 'on the connection that presented it before')
+})

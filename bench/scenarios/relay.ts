@@ -62,7 +62,11 @@ export async function relayScenario(ctx: ScenarioContext): Promise<ScenarioResul
     })
     const rounds = ctx.quick ? 4 : 10
     const serialBatch = ctx.quick ? 200 : 400
-    const warmup = { connections: 4, requests: ctx.quick ? 500 : 1500 }
+    // Steady state, not V8's warm-up: a gateway's CPU per serial request fell from 1,073 µs (its first 800 requests) to
+    // 534 µs at 3,400 and settled at 245-290 µs only after 7,000-10,000 requests; the floor's, 642 → 219 µs at 5,100,
+    // settling at 150-175 µs after 11,000 (2026-11-28, wrk at 1 connection, 1 s windows, docs/benchmarks.md "Thirteenth
+    // round"). With the 1,500 requests this took before, the serial rounds measured both arms mid-compilation.
+    const warmup = { connections: 4, requests: ctx.quick ? 500 : 10_000 }
 
     ctx.log(`relay: serial non-stream, ${rounds} rounds × ${serialBatch} requests per arm`)
     const profileStart = () => stack.profileStart()

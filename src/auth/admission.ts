@@ -24,7 +24,7 @@ export interface AdmissionOptions {
 
 export interface Admission {
   /** The tenant of the presented service key; throws the registry's 401 (or 429 for an address past its failures). */
-  authenticate(headers: IncomingHttpHeaders, address: string | undefined): Tenant | Promise<Tenant>
+  authenticate(headers: IncomingHttpHeaders, address: string | undefined, connection?: object): Tenant | Promise<Tenant>
   /** The tenant's rate-limit headers for the response; throws the registry's 429 past its plan's rate. */
   limit(tenant: Tenant): Record<string, string> | Promise<Record<string, string>>
 }
@@ -40,10 +40,12 @@ export function admission(o: AdmissionOptions): Admission {
     }
   }
   return {
-    authenticate(headers, address) {
+    authenticate(headers, address, connection) {
       let who: Tenant | Promise<Tenant>
+      const failures = o.authFailures
       try {
-        who = o.authenticator.authenticate(headers, { cacheOnly: o.authFailures?.limited(address) })
+        // The address's failures are looked up only when the database would be asked (an unknown key): not per request.
+        who = o.authenticator.authenticate(headers, { connection, cacheOnly: failures && (() => failures.limited(address)) })
       } catch (err) {
         // Only a failure costs anything here: a bucket lookup per failed key (an LRU get and some arithmetic).
         throw refused(address, err)

@@ -256,7 +256,7 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
       if (draining) throw gatewayError('shutting_down')
       if (def.auth) {
         // Only a caching key store asking its database, or a shared limiter, answers with a promise.
-        const who = opts.admission.authenticate(req.headers, req.socket.remoteAddress)
+        const who = opts.admission.authenticate(req.headers, req.socket.remoteAddress, req.socket)
         const tenant = (ctx.tenant = who instanceof Promise ? await who : who)
         const limited = opts.admission.limit(tenant)
         const headers = limited instanceof Promise ? await limited : limited
