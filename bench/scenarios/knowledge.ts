@@ -6,7 +6,8 @@
  * The knowledge base is built once through KnowledgeBase.ingest (the code behind POST /api/v1/files) with the
  * gateway's default chunking and local embedder, and cached under $TMPDIR/recallgate-bench-cache/ for later runs.
  * Baselines: the exact prompts recallgate built (captured from the mock) sent direct to the mock.
- * `--ab DIR`: another build's gateway on the same DATA_DIR, as two more arms (`before rag`, `before rag+session`), and
+ * `--ab DIR`: another build's gateway on the same DATA_DIR (the same knowledge base) with a session of its own, as two
+ * more arms (`before rag`, `before rag+session`), and
  * rows of this build's gateway CPU per request against it.
  */
 import { chatRequest } from '../../src/cli/bench.js'
@@ -51,6 +52,7 @@ export async function knowledgeScenario(ctx: ScenarioContext): Promise<ScenarioR
   const loadSeconds = (performance.now() - loadStarted) / 1000
   const problems: string[] = []
   const sessionId = 'bench-kb-session'
+  const beforeSessionId = 'bench-kb-session-before'
   try {
     const idleRss = (await stack.gateway.stats()).rss
     const corpus = new Corpus(42)
@@ -75,11 +77,15 @@ export async function knowledgeScenario(ctx: ScenarioContext): Promise<ScenarioR
     ]
     const before = stack.before
     if (before !== undefined) {
-      // The other build loads the same index and answers from the same session (each exchange saved, kept at its size).
+      // The other build loads the same index, and answers from a session of its own seeded the same way: sharing one
+      // session, each process applied the other's saved exchanges from the change log on every request and each build
+      // rewrote the session's recall files its own way, which read as 1.03-1.21x in one build's rag+session CPU while
+      // the same two builds on separate DATA_DIRs were equal (1.008x; docs/benchmarks.md, "Twelfth round").
       await callJson(before.url, 'POST', '/api/v1/chat/completions', chatBody(question))
+      await seedSession(stack, beforeSessionId, question)
       arms.push(
         { name: 'before rag', origin: before.url, request: req(chatBody(question)), proc: before },
-        { name: 'before rag+session', origin: before.url, request: req(chatBody(question, { sessionId })), proc: before },
+        { name: 'before rag+session', origin: before.url, request: req(chatBody(question, { sessionId: beforeSessionId })), proc: before },
       )
     }
     const rounds = ctx.quick ? 4 : 8
@@ -128,6 +134,7 @@ export async function knowledgeScenario(ctx: ScenarioContext): Promise<ScenarioR
     return { rows, problems }
   } finally {
     await callJson(stack.origins.gateway, 'DELETE', `/api/v1/sessions/${sessionId}`).catch(() => undefined)
+    if (stack.before !== undefined) await callJson(stack.origins.gateway, 'DELETE', `/api/v1/sessions/${beforeSessionId}`).catch(() => undefined)
     await stack.close()
   }
 }
