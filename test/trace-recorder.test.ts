@@ -163,3 +163,28 @@ t.test('a busy gateway writes a full batch at once, without waiting for the time
   t.equal((await repo.list('tenant-busy', 1_000)).length, 700)
   t.equal(recorder.dropped, 0)
 })
+
+t.test('a batch with more traces of one tenant than it keeps writes only the newest, and the listing is the same', async (t) => {
+  const repo = store(t)
+  let written = 0
+  const counting = {
+    list: repo.list.bind(repo),
+    append: (traces: Parameters<TraceRepo['append']>[0], keep: number) => {
+      written += traces.length
+      return repo.append(traces, keep)
+    },
+  } as unknown as TraceRepo
+  const recorder = new TraceRecorder({ store: counting, keep: 3, onError: (err) => t.fail(String(err)) })
+  for (let i = 1; i <= 10; i++) {
+    recorder.record('tenant-a', requestTrace(draft(`a${i}`), facts(`req_a_${i}`, i)))
+    if (i % 4 === 0) recorder.record('tenant-b', requestTrace(draft(`b${i}`), facts(`req_b_${i}`, i)))
+  }
+  await recorder.flush()
+  t.equal(written, 5, "tenant-a's newest 3 and tenant-b's 2: nothing written only to be overwritten")
+  t.same((await repo.list('tenant-a', 10)).map((x) => x.id), ['req_a_10', 'req_a_9', 'req_a_8'], 'the newest three, newest first')
+  t.same((await repo.list('tenant-b', 10)).map((x) => x.id), ['req_b_8', 'req_b_4'])
+  // The next batch goes on the ring where this one ended.
+  recorder.record('tenant-a', requestTrace(draft('a11'), facts('req_a_11', 11)))
+  await recorder.flush()
+  t.same((await repo.list('tenant-a', 10)).map((x) => x.id), ['req_a_11', 'req_a_10', 'req_a_9'])
+})
