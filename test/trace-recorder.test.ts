@@ -187,4 +187,15 @@ t.test('a batch with more traces of one tenant than it keeps writes only the new
   recorder.record('tenant-a', requestTrace(draft('a11'), facts('req_a_11', 11)))
   await recorder.flush()
   t.same((await repo.list('tenant-a', 10)).map((x) => x.id), ['req_a_11', 'req_a_10', 'req_a_9'])
+  t.equal(recorder.dropped, 0, 'superseded traces are not counted as dropped')
+
+  // A tenant recording faster than the timer: its superseded traces leave no unbounded queue behind; a write comes
+  // without a flush once the queue's places fill.
+  written = 0
+  for (let i = 0; i < 5_000; i++) recorder.record('tenant-c', requestTrace(draft(`c${i}`), facts(`req_c_${i}`, 100 + i)))
+  await new Promise((r) => setTimeout(r, 50))
+  t.equal(written, 3, 'one write, of the newest three at that point, before any flush or timer')
+  await recorder.flush()
+  t.same((await repo.list('tenant-c', 10)).map((x) => x.id), ['req_c_4999', 'req_c_4998', 'req_c_4997'])
+  t.equal(recorder.dropped, 0)
 })

@@ -1,9 +1,9 @@
 /**
  * Records request traces off the request path: `record` only queues (a push), and the queue is written in one
  * transaction FLUSH_MS after its first trace, or once FLUSH_AT traces wait, after the responses have gone. Traces are
- * diagnostics: not durable (a kill -9 loses at most the queue),
- * bounded per tenant by the store (`keep`) and in memory by `maxPending` (beyond it the oldest queued are dropped
- * and counted, so a store that stalls cannot grow the process).
+ * diagnostics: not durable (a kill -9 loses at most the queue), bounded per tenant by the store (`keep`: a queued
+ * trace that `keep` newer ones of its tenant follow leaves the queue unwritten) and in memory by `maxPending` (beyond
+ * it the oldest queued are dropped and counted, so a store that stalls cannot grow the process).
  */
 import type { RequestTrace, TraceStore } from '../storage/interface.js'
 
@@ -23,15 +23,27 @@ export interface TraceRecorderOptions {
  * the traces in it: at 50 ms (20 commits a second under load) the traces and their commits took 4 % of a plain
  * relayed request's CPU more than at 1 s (parallel A/B of gateway CPU per request, 32 connections; docs/benchmarks.md).
  * FLUSH_AT keeps a busy gateway's queue (≈ 2,000 requests a second) under `maxPending`, so nothing is dropped for it.
+ * MAX_SLOTS bounds the queue's array, superseded places included (see `record`).
  */
 const FLUSH_MS = 1_000
 const FLUSH_AT = 500
+const MAX_SLOTS = 4_000
+
+interface Queued {
+  tenant: string
+  trace: RequestTrace
+}
 
 export class TraceRecorder {
   readonly #o: TraceRecorderOptions
-  #pending: { tenant: string; trace: RequestTrace }[] = []
-  /** Where the queue starts in `#pending` (traces before it were dropped). */
+  /** In the order recorded; a place is emptied when its trace is dropped or superseded. */
+  #pending: (Queued | undefined)[] = []
+  /** Where the queue starts in `#pending` (places before it are empty). */
   #head = 0
+  /** Traces queued (places not emptied). */
+  #live = 0
+  /** Each tenant's places in `#pending`, oldest first, from `first`. */
+  #byTenant = new Map<string, { at: number[]; first: number }>()
   /** The write FLUSH_MS after the first queued trace, while one is due. */
   #timer: NodeJS.Timeout | undefined
   #writing: Promise<void> = Promise.resolve()
@@ -50,15 +62,30 @@ export class TraceRecorder {
     return this.#o.keep
   }
 
+  /**
+   * Queue a trace. A tenant keeps its newest `keep` traces, so a queued trace that `keep` newer ones of its tenant
+   * follow would only be overwritten by the same write: it leaves the queue at once (not counted as dropped), young,
+   * before the garbage collector copies it to the old generation. At 32 connections a plain relayed request's trace
+   * and its write cost ≈ 12 % of its CPU when every trace waited the second for its write (≈ 6,000 queued, 500 a
+   * commit, each tenant's 100-slot ring rewritten five times a commit; docs/benchmarks.md, "Thirteenth round").
+   */
   record(tenant: string, trace: RequestTrace): void {
-    if (this.#o.keep <= 0) return
-    this.#pending.push({ tenant, trace })
-    // The oldest queued trace is skipped by moving the start, not shifted out: a shift moves the whole queue.
-    if (this.#pending.length - this.#head > (this.#o.maxPending ?? 1_000)) {
-      this.#head++
+    const keep = this.#o.keep
+    if (keep <= 0) return
+    const place = this.#pending.push({ tenant, trace }) - 1
+    this.#live++
+    let mine = this.#byTenant.get(tenant)
+    if (mine === undefined) this.#byTenant.set(tenant, (mine = { at: [], first: 0 }))
+    mine.at.push(place)
+    if (mine.at.length - mine.first > keep) this.#empty(mine.at[mine.first++] as number)
+    // Past the bound the oldest queued is dropped (a store that stalls cannot grow the process); its place is emptied,
+    // not shifted out: a shift moves the whole queue.
+    if (this.#live > (this.#o.maxPending ?? 1_000)) {
+      while (this.#pending[this.#head] === undefined) this.#head++
+      this.#empty(this.#head)
       this.dropped++
     }
-    if (this.#pending.length - this.#head >= FLUSH_AT) {
+    if (this.#live >= FLUSH_AT || this.#pending.length >= MAX_SLOTS) {
       void this.flush()
     } else if (this.#timer === undefined) {
       // One transaction per FLUSH_MS, not per request: a commit costs more than the traces in it (bench/trace-cost.ts).
@@ -66,13 +93,25 @@ export class TraceRecorder {
     }
   }
 
+  #empty(place: number): void {
+    if (this.#pending[place] === undefined) return
+    this.#pending[place] = undefined
+    this.#live--
+  }
+
   /** Writes what is queued; resolves when everything recorded so far is in the store (readers call it first). */
   flush(): Promise<void> {
     clearTimeout(this.#timer)
     this.#timer = undefined
-    const batch = newestPerTenant(this.#head === 0 ? this.#pending : this.#pending.slice(this.#head), this.#o.keep)
+    const batch: Queued[] = []
+    for (let i = this.#head; i < this.#pending.length; i++) {
+      const q = this.#pending[i]
+      if (q !== undefined) batch.push(q)
+    }
     this.#pending = []
     this.#head = 0
+    this.#live = 0
+    this.#byTenant.clear()
     if (batch.length > 0) {
       this.#writing = this.#writing.then(() =>
         this.#o.store.append(batch, this.#o.keep).catch((err: unknown) => {
@@ -83,26 +122,4 @@ export class TraceRecorder {
     }
     return this.#writing
   }
-}
-
-/**
- * The batch without the traces the same write would overwrite: a tenant keeps its newest `keep` traces, so of a batch
- * holding more than that for one tenant only the newest `keep` are written. A busy tenant's batch of FLUSH_AT (500)
- * against the default REQUEST_TRACES (100) wrote every ring slot five times in one transaction; at 32 connections the
- * traces' store writes were ≈ 7 % of a plain relayed request's CPU (docs/benchmarks.md, "Thirteenth round").
- */
-function newestPerTenant<T extends { tenant: string }>(batch: T[], keep: number): T[] {
-  if (batch.length <= keep) return batch
-  const left = new Map<string, number>()
-  for (const b of batch) left.set(b.tenant, (left.get(b.tenant) ?? 0) + 1)
-  let over = false
-  for (const n of left.values()) if (n > keep) over = true
-  if (!over) return batch
-  const kept: T[] = []
-  for (const b of batch) {
-    const n = left.get(b.tenant) as number
-    left.set(b.tenant, n - 1)
-    if (n <= keep) kept.push(b)
-  }
-  return kept
 }
