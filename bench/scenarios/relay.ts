@@ -123,7 +123,8 @@ export async function relayScenario(ctx: ScenarioContext): Promise<ScenarioResul
       baseline: `floor ${us(p50(serial, 'floor'))}`,
       value: us(p50(serial, 'recallgate')),
       delta: signedUs(p50(serial, 'recallgate') - p50(serial, 'floor')),
-      target: '',
+      target: '≤ +60 µs (#28)',
+      pass: p50(serial, 'recallgate') - p50(serial, 'floor') <= 0.06,
     })
     rows.push({
       scenario: 'plain relay',
@@ -149,7 +150,8 @@ export async function relayScenario(ctx: ScenarioContext): Promise<ScenarioResul
       baseline: `floor ${us(p50(stream, 'floor', 'ttftMs'))}`,
       value: us(p50(stream, 'recallgate', 'ttftMs')),
       delta: signedUs(p50(stream, 'recallgate', 'ttftMs') - p50(stream, 'floor', 'ttftMs')),
-      target: '',
+      target: '≤ +100 µs (#28)',
+      pass: p50(stream, 'recallgate', 'ttftMs') - p50(stream, 'floor', 'ttftMs') <= 0.1,
     })
     rows.push({
       scenario: 'plain relay',
@@ -175,7 +177,8 @@ export async function relayScenario(ctx: ScenarioContext): Promise<ScenarioResul
       baseline: `floor ${us(get(c32, 'floor').cpuUsPerRequest / 1000)}`,
       value: us(get(c32, 'recallgate').cpuUsPerRequest / 1000),
       delta: ratio(get(c32, 'recallgate').cpuUsPerRequest / get(c32, 'floor').cpuUsPerRequest),
-      target: '',
+      target: '≤ 1.4× floor (#28)',
+      pass: get(c32, 'recallgate').cpuUsPerRequest / get(c32, 'floor').cpuUsPerRequest <= 1.4,
     })
     const r50 = added(serial, 'recallgate+rag', 0.5)
     rows.push({
