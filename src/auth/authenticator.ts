@@ -75,7 +75,10 @@ export class Authenticator {
 }
 
 export interface AuthenticateOptions {
-  /** Asked only before the database would be asked about an unknown hash: true to refuse instead (an address past its failed-authentication budget). */
+  /**
+   * Asked only before the database would be asked about an unknown hash: true to refuse instead (a client address
+   * past its failed-authentication budget).
+   */
   cacheOnly?: () => boolean
   /** The request's connection (its socket): the key it presented last is not hashed again (see #connections). */
   connection?: object
