@@ -180,3 +180,21 @@ t.test('flush and flushSync hand the batch over first', async (t) => {
   b.flushSync()
   t.same(f.writes.length, 2, 'nothing to hand over: no empty write')
 })
+
+t.test('through a batching destination, request lines are formatted at the hand-over: the same lines, in order', async (t) => {
+  const f = fakeSink()
+  // pino takes any object with write(): the production default is this batcher over sonic-boom.
+  const batched = createLogger({ level: 'info', destination: new RequestLineBatcher(f.sink, { timers: f.timers }) as unknown as NodeJS.WritableStream })
+  const direct = capture()
+  for (const [, input] of CASES.slice(0, 3)) {
+    logRequest(batched, input)
+    logRequest(direct.logger, input)
+  }
+  t.same(f.writes, [], 'nothing formatted or written before the hand-over')
+  batched.warn('after three requests')
+  await new Promise((r) => setImmediate(r))
+  t.equal(f.writes.length, 2, 'the batch, then the warning')
+  const times = (text: string): string => text.replace(/"time":"[^"]*"/g, '"time":"-"')
+  t.equal(times(f.writes[0] ?? ''), times(direct.text()), 'the lines logRequest writes unbatched')
+  t.match(f.writes[1], /"msg":"after three requests"/)
+})
