@@ -389,7 +389,14 @@ export class RequestLineBatcher {
     if (this.#late.length === 0) return
     const late = this.#late
     this.#late = []
-    for (const l of late) this.#batch += requestLine(l)
+    for (const l of late) {
+      try {
+        this.#batch += requestLine(l)
+      } catch {
+        // Formatted on a timer or inside another write, outside the request's bookkeeping and its error handling: a
+        // record that cannot be formatted (a field of the wrong type) loses its line, not the process or the batch.
+      }
+    }
   }
 
   /** pino's `logger.flush(cb)`. */

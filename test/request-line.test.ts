@@ -198,3 +198,14 @@ t.test('through a batching destination, request lines are formatted at the hand-
   t.equal(times(f.writes[0] ?? ''), times(direct.text()), 'the lines logRequest writes unbatched')
   t.match(f.writes[1], /"msg":"after three requests"/)
 })
+
+t.test('a request record that cannot be formatted loses its line only, at the hand-over', async (t) => {
+  const f = fakeSink()
+  const batched = createLogger({ level: 'info', destination: new RequestLineBatcher(f.sink, { timers: f.timers }) as unknown as NodeJS.WritableStream })
+  logRequest(batched, BASE)
+  logRequest(batched, { ...BASE, requestId: undefined as unknown as string })
+  logRequest(batched, { ...BASE, requestId: 'req_after' })
+  t.doesNotThrow(() => f.fire(), 'the timer does not throw')
+  t.equal(f.writes.length, 1)
+  t.same((f.writes[0] ?? '').trim().split('\n').map((l) => (JSON.parse(l) as { reqId: string }).reqId), ['req_0f8e6a1c', 'req_after'])
+})
