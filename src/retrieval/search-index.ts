@@ -535,7 +535,7 @@ export class SearchIndex {
     }
     if (entry.vectors === null) {
       // Below graphMin, or its graph still building (it takes these from the exact set once swapped in).
-      if (entry.refs.size < this.#graphMin || entry.building !== undefined) {
+      if (!this.#graphDue(entry)) {
         for (const d of docs) entry.fresh.add(d.label, d.vector)
         return
       }
@@ -865,6 +865,14 @@ export class SearchIndex {
     this.#builds.set(done, stop)
   }
 
+  /**
+   * Whether a namespace with no graph gets one now, for the vectors being added: it has reached `graphMin`, and no graph
+   * of it is being built (that one takes them from the exact set once swapped in). One rule for additions and catch-ups.
+   */
+  #graphDue(entry: Entry): boolean {
+    return entry.refs.size >= this.#graphMin && entry.building === undefined
+  }
+
   /** A namespace searched exactly (below `graphMin`, or its graph built later): its vectors into the exact set, in slices. */
   async #loadExact(namespace: string, entry: Entry, pause: (s: TimeSlicer) => Promise<void>): Promise<void> {
     const slicer = new TimeSlicer(this.#sliceMs)
@@ -985,8 +993,7 @@ export class SearchIndex {
           entry.bm25.add(label, this.#terms(text))
           entry.refs.set(label, ref)
           if (!this.#graph) continue
-          if (entry.vectors === null && entry.refs.size >= this.#graphMin && entry.building === undefined)
-            entry.vectors = VectorIndex.create(meta.dimension, this.#hnsw)
+          if (entry.vectors === null && this.#graphDue(entry)) entry.vectors = VectorIndex.create(meta.dimension, this.#hnsw)
           if (entry.vectors === null) entry.fresh.add(label, vector)
           else entry.vectors.add(label, vector)
           if (slicer.due()) await slicer.pause()
